@@ -1,0 +1,287 @@
+package bolt
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/internal/state"
+)
+
+// FileName is the name of the database file inside the data directory.
+const FileName = "fence.db"
+
+// DefaultMaxBatch is the default number of changes one commit may carry.
+const DefaultMaxBatch = 512
+
+var (
+	bucketMeta      = []byte("meta")
+	bucketResources = []byte("resources")
+	bucketEntries   = []byte("entries")
+	keyRev          = []byte("rev")
+)
+
+// DB is fence's durable state in one bbolt file. It implements fence.Store and
+// fence.Ledger and is safe for concurrent use.
+type DB struct {
+	bdb      *bbolt.DB
+	maxBatch int
+
+	mu        sync.RWMutex // guards closed; held for reading while a change is queued or a read runs
+	closed    bool
+	closeOnce sync.Once
+	closeErr  error
+	opC       chan *op
+	stopC     chan struct{}
+	doneC     chan struct{}
+}
+
+var (
+	_ fence.Store  = (*DB)(nil)
+	_ fence.Ledger = (*DB)(nil)
+)
+
+// op is one change waiting for a commit. fn may run more than once (when a
+// shared commit fails, each change is retried alone), so it keeps its results
+// in variables it overwrites on every run.
+type op struct {
+	fn    func(tx state.Tx) error
+	err   error
+	doneC chan struct{}
+}
+
+// Open opens or creates the state in directory dir and starts the commit loop.
+// It fails if another process has the directory open.
+func Open(dir string) (*DB, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("bolt: create data directory: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	bdb, err := bbolt.Open(path, 0o600, &bbolt.Options{
+		Timeout:        time.Second,
+		NoFreelistSync: true,
+		FreelistType:   bbolt.FreelistMapType,
+	})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return nil, fmt.Errorf("bolt: open %s: in use by another process", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
+	}
+	err = bdb.Update(func(tx *bbolt.Tx) error {
+		for _, name := range [][]byte{bucketMeta, bucketResources, bucketEntries} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		bdb.Close()
+		return nil, fmt.Errorf("bolt: open %s: create buckets: %w", path, err)
+	}
+	db := &DB{
+		bdb:      bdb,
+		maxBatch: DefaultMaxBatch,
+		opC:      make(chan *op, DefaultMaxBatch),
+		stopC:    make(chan struct{}),
+		doneC:    make(chan struct{}),
+	}
+	go db.commitLoop()
+	return db, nil
+}
+
+// Close finishes the changes already queued, stops the commit loop and closes
+// the file. Later calls return fence.ErrClosed; a second Close returns when the
+// first is done.
+func (db *DB) Close() error {
+	db.closeOnce.Do(func() {
+		db.mu.Lock()
+		db.closed = true
+		db.mu.Unlock()
+		// Every change queued before closed was set is in opC now: senders
+		// hold mu for reading until their send is done.
+		close(db.stopC)
+		<-db.doneC
+		// Readers hold mu for reading too: none is inside bbolt now.
+		db.mu.Lock()
+		db.closeErr = db.bdb.Close()
+		db.mu.Unlock()
+	})
+	return db.closeErr
+}
+
+// Check reports whether the database is open and readable, for readiness probes.
+func (db *DB) Check() error {
+	return db.view(func(tx state.Tx) error {
+		_, err := tx.Rev()
+		return err
+	})
+}
+
+// update queues fn for the next commit and waits until that commit is durable.
+// It returns fn's rejection, or the commit's failure. It does not give up when
+// ctx ends once fn is queued: the outcome would be unknown, and commits are short.
+func (db *DB) update(ctx context.Context, fn func(tx state.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	o := &op{fn: fn, doneC: make(chan struct{})}
+	db.mu.RLock()
+	if db.closed {
+		db.mu.RUnlock()
+		return fence.ErrClosed
+	}
+	db.opC <- o
+	db.mu.RUnlock()
+	<-o.doneC
+	return o.err
+}
+
+func (db *DB) commitLoop() {
+	defer close(db.doneC)
+	batch := make([]*op, 0, db.maxBatch)
+	for {
+		select {
+		case o := <-db.opC:
+			batch = append(batch[:0], o)
+		case <-db.stopC:
+			for {
+				select {
+				case o := <-db.opC:
+					db.commit([]*op{o})
+				default:
+					return
+				}
+			}
+		}
+	fill:
+		for len(batch) < db.maxBatch {
+			select {
+			case o := <-db.opC:
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		db.commit(batch)
+	}
+}
+
+// commit applies batch in one transaction. A rejection is that change's own
+// answer; any other failure rolls the whole transaction back, and then each
+// change is retried alone so that one failing change does not fail the others.
+func (db *DB) commit(batch []*op) {
+	start := time.Now()
+	err := db.bdb.Update(func(btx *bbolt.Tx) error {
+		tx := newTx(btx)
+		for _, o := range batch {
+			o.err = o.fn(tx)
+			if o.err != nil && !state.IsRejection(o.err) {
+				return o.err
+			}
+		}
+		return nil
+	})
+	commitDuration.Observe(time.Since(start).Seconds())
+	commitBatchSize.Observe(float64(len(batch)))
+	if err != nil && len(batch) > 1 {
+		for _, o := range batch {
+			db.commit([]*op{o})
+		}
+		return
+	}
+	for _, o := range batch {
+		if err != nil {
+			o.err = fmt.Errorf("bolt: commit: %w", err)
+		}
+		close(o.doneC)
+	}
+}
+
+// view runs fn in a read-only transaction.
+func (db *DB) view(fn func(tx state.Tx) error) error {
+	return db.viewBolt(func(btx *bbolt.Tx) error { return fn(newTx(btx)) })
+}
+
+// viewBolt runs fn in a read-only bbolt transaction, or returns fence.ErrClosed.
+func (db *DB) viewBolt(fn func(btx *bbolt.Tx) error) error {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed {
+		return fence.ErrClosed
+	}
+	return db.bdb.View(fn)
+}
+
+// boltTx implements state.Tx on a bbolt transaction.
+type boltTx struct {
+	meta, resources, entries *bbolt.Bucket
+}
+
+func newTx(btx *bbolt.Tx) *boltTx {
+	return &boltTx{
+		meta:      btx.Bucket(bucketMeta),
+		resources: btx.Bucket(bucketResources),
+		entries:   btx.Bucket(bucketEntries),
+	}
+}
+
+func (t *boltTx) Resource(name string) (state.Resource, error) {
+	b := t.resources.Get([]byte(name))
+	if b == nil {
+		return state.Resource{}, nil
+	}
+	r, err := decodeResource(b)
+	if err != nil {
+		return state.Resource{}, fmt.Errorf("%w %q", err, name)
+	}
+	return r, nil
+}
+
+func (t *boltTx) SetResource(name string, r state.Resource) error {
+	return t.resources.Put([]byte(name), encodeResource(r))
+}
+
+func (t *boltTx) Entry(resource, key string) (state.Entry, bool, error) {
+	b := t.entries.Get(entryKey(resource, key))
+	if b == nil {
+		return state.Entry{}, false, nil
+	}
+	e, err := decodeEntry(b)
+	if err != nil {
+		return state.Entry{}, false, fmt.Errorf("%w %q/%q", err, resource, key)
+	}
+	return e, true, nil
+}
+
+func (t *boltTx) SetEntry(resource, key string, e state.Entry) error {
+	return t.entries.Put(entryKey(resource, key), encodeEntry(e))
+}
+
+func (t *boltTx) DeleteEntry(resource, key string) error {
+	return t.entries.Delete(entryKey(resource, key))
+}
+
+func (t *boltTx) Rev() (fence.Rev, error) {
+	b := t.meta.Get(keyRev)
+	if b == nil {
+		return 0, nil
+	}
+	if len(b) != 8 {
+		return 0, fmt.Errorf("%w: revision", errCorrupt)
+	}
+	return fence.Rev(binary.BigEndian.Uint64(b)), nil
+}
+
+func (t *boltTx) SetRev(rev fence.Rev) error {
+	return t.meta.Put(keyRev, binary.BigEndian.AppendUint64(nil, uint64(rev)))
+}

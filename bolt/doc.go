@@ -1,0 +1,13 @@
+// Package bolt is fence's built-in durable state on local disk, in one bbolt
+// file: the lock service's ledger (last token and current lease per resource)
+// and the fenced key-value store, side by side, so that a grant raises the
+// resource's fence in the same atomic commit that issues its token.
+//
+// Every change is fsynced before its method returns. Concurrent changes share
+// commits: a single commit loop takes every change waiting when it starts, and
+// applies them in one bbolt transaction with one fsync (group commit), so
+// throughput grows with concurrency instead of being capped at one fsync per
+// request.
+//
+// It is not a general database: keys and values follow the limits of package fence.
+package bolt

@@ -1,0 +1,18 @@
+package bolt
+
+import "github.com/prometheus/client_golang/prometheus"
+
+var (
+	commitDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "fence_storage_commit_duration_seconds",
+		Help:    "Time to apply and fsync one commit of the built-in store.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+	})
+	commitBatchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "fence_storage_commit_batch_size",
+		Help:    "Changes carried by one commit (group commit) of the built-in store.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+	})
+)
+
+func init() { prometheus.MustRegister(commitDuration, commitBatchSize) }

@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestServe_GracefulShutdown checks that SIGTERM stops the server with exit
+// code 0, answers a long-polling acquire instead of hanging, and keeps state.
+func TestServe_GracefulShutdown(t *testing.T) {
+	dir := t.TempDir()
+	srv := start(t, dir)
+	a := acquireLease(t, srv.URL, "r", "A", 60000)
+	waitC := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(srv.URL+"/v1/locks/r/acquire", "application/json", strings.NewReader(`{"holder":"B","wait_ms":60000}`))
+		if err != nil {
+			waitC <- 0
+			return
+		}
+		resp.Body.Close()
+		waitC <- resp.StatusCode
+	}()
+	time.Sleep(200 * time.Millisecond) // B is queued
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-srv.exited:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("fence serve did not stop on SIGTERM:\n%s", srv.logs)
+	}
+	if code := srv.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d, want 0:\n%s", code, srv.logs)
+	}
+	if code := <-waitC; code != 503 && code != 0 {
+		t.Fatalf("waiting acquire: status %d, want 503 (or a closed connection)", code)
+	}
+	if !strings.Contains(srv.logs.String(), `"msg":"fence stopped"`) {
+		t.Fatalf("no shutdown line in logs:\n%s", srv.logs)
+	}
+	srv = start(t, dir)
+	var st struct {
+		Held  bool   `json:"held"`
+		Token uint64 `json:"token"`
+	}
+	call(t, "GET", srv.URL+"/v1/locks/r", "", nil, &st)
+	if !st.Held || st.Token != a.Token {
+		t.Fatalf("after restart: %+v, want A's lease %d held", st, a.Token)
+	}
+}
+
+// TestServe_Env checks the environment twins of the flags, and that the
+// command line wins over them.
+func TestServe_Env(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(binary, "serve", "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "FENCE_DATA="+dir, "FENCE_LISTEN=256.0.0.1:1", "FENCE_LOG_LEVEL=debug")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(line, `"msg":"fence serving"`) || !strings.Contains(line, `"data":"`+dir+`"`) || !strings.Contains(line, `127.0.0.1:`) {
+		t.Fatalf("first line %s, want serving on 127.0.0.1 with data %s", line, dir)
+	}
+	if _, err := os.Stat(dir + "/fence.db"); err != nil {
+		t.Fatalf("state not under FENCE_DATA: %v", err)
+	}
+}
+
+// TestServe_BadConfig checks that bad flags and env values fail clearly with exit code 2.
+func TestServe_BadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"serve", "--listen", "nonsense"}, "", "--listen"},
+		{[]string{"serve", "--read-timeout", "0s"}, "", "--read-timeout"},
+		{[]string{"serve", "--bogus"}, "", "bogus"},
+		{[]string{"serve"}, "FENCE_WRITE_TIMEOUT=soon", "FENCE_WRITE_TIMEOUT"},
+		{[]string{"serve", "extra"}, "", "extra"},
+		{[]string{"frobnicate"}, "", "unknown command"},
+	} {
+		cmd := exec.Command(binary, tc.args...)
+		cmd.Env = append(os.Environ(), "FENCE_DATA="+t.TempDir())
+		if tc.env != "" {
+			cmd.Env = append(cmd.Env, tc.env)
+		}
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%v %s: exit %d, output %q; want exit 2 mentioning %q", tc.args, tc.env, code, out, tc.want)
+		}
+	}
+}
+
+// TestServe_DataDirInUse checks that a second server on the same data
+// directory refuses to start instead of sharing the file.
+func TestServe_DataDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	start(t, dir)
+	cmd := exec.Command(binary, "serve", "--listen", "127.0.0.1:0", "--data", dir)
+	out, _ := cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), "in use") {
+		t.Fatalf("second server: exit %d, %q; want exit 1, data directory in use", cmd.ProcessState.ExitCode(), out)
+	}
+}
+
+// TestServe_SlowClient checks that a client that stalls while sending its
+// headers or body is disconnected by the server's timeouts.
+func TestServe_SlowClient(t *testing.T) {
+	srv := start(t, t.TempDir(), "--read-header-timeout", "300ms", "--read-timeout", "600ms")
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for name, send := range map[string]string{
+		"Headers": "PUT /v1/kv/r/k HTTP/1.1\r\nHost: x\r\n",
+		"Body":    "PUT /v1/kv/r/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\nContent-Length: 100\r\n\r\npartial",
+	} {
+		t.Run(name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprint(conn, send)
+			start := time.Now()
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			io.Copy(io.Discard, conn) // returns when the server closes the connection
+			if waited := time.Since(start); waited > 5*time.Second {
+				t.Fatalf("connection held %v, want it closed by the server's timeout", waited)
+			}
+		})
+	}
+}
+
+// TestServe_LongPollOutlivesWriteTimeout checks that an acquire waiting longer
+// than --write-timeout still gets its answer.
+func TestServe_LongPollOutlivesWriteTimeout(t *testing.T) {
+	srv := start(t, t.TempDir(), "--write-timeout", "500ms")
+	a := acquireLease(t, srv.URL, "r", "A", 60000)
+	go func() {
+		time.Sleep(1200 * time.Millisecond)
+		http.Post(srv.URL+"/v1/locks/r/release", "application/json", strings.NewReader(fmt.Sprintf(`{"token":%d}`, a.Token)))
+	}()
+	var b lease
+	if code := call(t, "POST", srv.URL+"/v1/locks/r/acquire", `{"holder":"B","wait_ms":5000}`, nil, &b); code != 200 || b.Token != a.Token+1 {
+		t.Fatalf("B: status %d lease %+v, want 200 with token %d", code, b, a.Token+1)
+	}
+}

@@ -1,0 +1,270 @@
+package fencetest
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/fence-lock/fence"
+)
+
+// TestLedger checks that the backends open returns keep the lock service's
+// record: tokens issued in sequence per resource and never lower, the
+// current lease, and that a stale refresh or end never touches a newer lease.
+// open is called once per subtest and must return a new, empty backend,
+// closed by t.Cleanup.
+func TestLedger(t *testing.T, open func(t *testing.T) Backend) {
+	t.Run("Grant", func(t *testing.T) { testGrant(t, open) })
+	t.Run("Refresh", func(t *testing.T) { testRefresh(t, open) })
+	t.Run("End", func(t *testing.T) { testEnd(t, open) })
+	t.Run("Leases", func(t *testing.T) { testLeases(t, open) })
+	t.Run("LastToken", func(t *testing.T) { testLastToken(t, open) })
+}
+
+// Expiry times with nanoseconds, to catch a backend that rounds them.
+var (
+	expires1 = time.Unix(1_900_000_000, 123_456_789)
+	expires2 = time.Unix(1_900_000_007, 987_654_321)
+	expired  = time.Unix(1_000_000_000, 1) // long past: expired leases are listed too
+)
+
+func grantAt(t *testing.T, b Backend, resource, holder string, ttl time.Duration, expires time.Time) fence.Token {
+	t.Helper()
+	tok, err := b.Grant(t.Context(), resource, holder, ttl, expires)
+	if err != nil {
+		t.Fatalf("Grant(%q, %q): %v", resource, holder, err)
+	}
+	return tok
+}
+
+// wantLeases checks that Leases lists exactly want, in any order.
+func wantLeases(t *testing.T, b Backend, want ...fence.Lease) {
+	t.Helper()
+	got, err := b.Leases(t.Context())
+	if err != nil {
+		t.Fatalf("Leases: %v", err)
+	}
+	if g, w := leaseStrings(got), leaseStrings(want); fmt.Sprint(g) != fmt.Sprint(w) {
+		t.Fatalf("Leases=%v, want %v", g, w)
+	}
+}
+
+// leaseStrings describes leases in sorted order, with expiry as Unix nanoseconds.
+func leaseStrings(ls []fence.Lease) []string {
+	s := make([]string, len(ls))
+	for i, l := range ls {
+		s[i] = fmt.Sprintf("{%s holder=%s token=%d ttl=%s expires=%d}", l.Resource, l.Holder, l.Token, l.TTL, l.Expires.UnixNano())
+	}
+	sort.Strings(s)
+	return s
+}
+
+func testGrant(t *testing.T, open func(t *testing.T) Backend) {
+	// Tokens are 1, 2, 3, … per resource, each resource on its own.
+	t.Run("Sequence", func(t *testing.T) {
+		b := open(t)
+		for _, c := range []struct {
+			resource string
+			want     fence.Token
+		}{{"a", 1}, {"a", 2}, {"b", 1}, {"a", 3}, {"c", 1}, {"b", 2}, {"a", 4}, {"A", 1}, {"a/b", 1}} {
+			if got := grant(t, b, c.resource, "h"); got != c.want {
+				t.Fatalf("Grant(%q): Token=%d, want %d", c.resource, got, c.want)
+			}
+		}
+		for res, want := range map[string]fence.Token{"a": 4, "b": 2, "c": 1, "A": 1, "a/b": 1, "d": 0} {
+			if got := lastToken(t, b, res); got != want {
+				t.Fatalf("LastToken(%q)=%d, want %d", res, got, want)
+			}
+		}
+	})
+
+	// Invariant 3: the grant raised the fence before it returned.
+	t.Run("RaisesFence", func(t *testing.T) {
+		b := open(t)
+		for i := range 3 {
+			tok := grant(t, b, "a", fmt.Sprintf("h%d", i))
+			wantFence(t, b, "a", tok)
+		}
+		wantFence(t, b, "b", 0)
+	})
+
+	// A grant records a new lease, replacing the previous one.
+	t.Run("ReplacesLease", func(t *testing.T) {
+		b := open(t)
+		t1 := grantAt(t, b, "a", "A", time.Second, expires1)
+		wantLeases(t, b, fence.Lease{Resource: "a", Holder: "A", Token: t1, TTL: time.Second, Expires: expires1})
+		t2 := grantAt(t, b, "a", "B", 2*time.Second, expires2)
+		wantLeases(t, b, fence.Lease{Resource: "a", Holder: "B", Token: t2, TTL: 2 * time.Second, Expires: expires2})
+	})
+}
+
+func testRefresh(t *testing.T, open func(t *testing.T) Backend) {
+	t.Run("OK", func(t *testing.T) {
+		b := open(t)
+		tok := grantAt(t, b, "a", "A", time.Second, expires1)
+		lastFence, err := b.Refresh(t.Context(), "a", tok, 3*time.Second, expires2)
+		if err != nil {
+			t.Fatalf("Refresh: %v", err)
+		}
+		if lastFence != tok {
+			t.Fatalf("Refresh: LastFence=%d, want %d", lastFence, tok)
+		}
+		wantLeases(t, b, fence.Lease{Resource: "a", Holder: "A", Token: tok, TTL: 3 * time.Second, Expires: expires2})
+		if got := lastToken(t, b, "a"); got != tok {
+			t.Fatalf("LastToken=%d, want %d", got, tok)
+		}
+	})
+
+	// Invariant 6: a stale refresh never touches a newer lease.
+	t.Run("ErrLeaseLost", func(t *testing.T) {
+		b := open(t)
+		ctx := t.Context()
+		old := grantAt(t, b, "a", "A", time.Second, expires1)
+		cur := grantAt(t, b, "a", "B", 2*time.Second, expires2)
+		lease := fence.Lease{Resource: "a", Holder: "B", Token: cur, TTL: 2 * time.Second, Expires: expires2}
+		for _, tok := range []fence.Token{old, cur + 1, fence.MaxToken} {
+			_, err := b.Refresh(ctx, "a", tok, time.Hour, expires1.Add(time.Hour))
+			wantLeaseLost(t, err, "a", tok, cur)
+			wantLeases(t, b, lease)
+			wantFence(t, b, "a", cur)
+		}
+		_, err := b.Refresh(ctx, "never", 1, time.Hour, expires1)
+		wantLeaseLost(t, err, "never", 1, 0)
+		if _, err := b.End(ctx, "a", cur); err != nil {
+			t.Fatalf("End: %v", err)
+		}
+		_, err = b.Refresh(ctx, "a", cur, time.Hour, expires1)
+		wantLeaseLost(t, err, "a", cur, 0)
+		wantLeases(t, b)
+	})
+}
+
+func testEnd(t *testing.T, open func(t *testing.T) Backend) {
+	t.Run("OK", func(t *testing.T) {
+		b := open(t)
+		ctx := t.Context()
+		ta := grantAt(t, b, "a", "A", time.Second, expires1)
+		tb := grantAt(t, b, "b", "B", time.Second, expires2)
+		lastFence, err := b.End(ctx, "a", ta)
+		if err != nil {
+			t.Fatalf("End: %v", err)
+		}
+		if lastFence != ta {
+			t.Fatalf("End: LastFence=%d, want %d", lastFence, ta)
+		}
+		wantLeases(t, b, fence.Lease{Resource: "b", Holder: "B", Token: tb, TTL: time.Second, Expires: expires2})
+		// Ending twice changes nothing more.
+		if lastFence, err = b.End(ctx, "a", ta); err != nil || lastFence != ta {
+			t.Fatalf("second End=%d, %v; want %d, nil", lastFence, err, ta)
+		}
+		wantLeases(t, b, fence.Lease{Resource: "b", Holder: "B", Token: tb, TTL: time.Second, Expires: expires2})
+		// End neither lowers the fence nor the tokens.
+		wantFence(t, b, "a", ta)
+		if got := grant(t, b, "a", "C"); got != ta+1 {
+			t.Fatalf("Grant after End: Token=%d, want %d", got, ta+1)
+		}
+	})
+
+	// Invariant 6: a stale end never touches a newer lease.
+	t.Run("Stale", func(t *testing.T) {
+		b := open(t)
+		ctx := t.Context()
+		old := grantAt(t, b, "a", "A", time.Second, expires1)
+		cur := grantAt(t, b, "a", "B", 2*time.Second, expires2)
+		lease := fence.Lease{Resource: "a", Holder: "B", Token: cur, TTL: 2 * time.Second, Expires: expires2}
+		for _, tok := range []fence.Token{old, cur + 1, 0} {
+			lastFence, err := b.End(ctx, "a", tok)
+			if err != nil {
+				t.Fatalf("End(%d): %v", tok, err)
+			}
+			if lastFence != cur {
+				t.Fatalf("End(%d): LastFence=%d, want %d", tok, lastFence, cur)
+			}
+			wantLeases(t, b, lease)
+		}
+		// The lease is still the recorded one: its holder can refresh it.
+		if _, err := b.Refresh(ctx, "a", cur, 2*time.Second, expires2); err != nil {
+			t.Fatalf("Refresh after a stale End: %v", err)
+		}
+		// Ending a resource that was never granted is a no-op too.
+		if lastFence, err := b.End(ctx, "never", 1); err != nil || lastFence != 0 {
+			t.Fatalf("End(never)=%d, %v; want 0, nil", lastFence, err)
+		}
+		wantLeases(t, b, lease)
+	})
+}
+
+func testLeases(t *testing.T, open func(t *testing.T) Backend) {
+	t.Run("Empty", func(t *testing.T) {
+		b := open(t)
+		wantLeases(t, b)
+	})
+
+	// Leases lists exactly the recorded leases, expired or not, with their
+	// holder, TTL and expiry.
+	t.Run("OK", func(t *testing.T) {
+		b := open(t)
+		ctx := t.Context()
+		grantAt(t, b, "a", "A-old", time.Minute, expires1)
+		ta := grantAt(t, b, "a", "A", 1500*time.Millisecond, expires1)
+		tb := grantAt(t, b, "b", "B", 24*time.Hour, expires2)
+		tc := grantAt(t, b, "c", "C", 10*time.Millisecond, expired)
+		td := grantAt(t, b, "d", "D", time.Second, expires2)
+		want := []fence.Lease{
+			{Resource: "a", Holder: "A", Token: ta, TTL: 1500 * time.Millisecond, Expires: expires1},
+			{Resource: "b", Holder: "B", Token: tb, TTL: 24 * time.Hour, Expires: expires2},
+			{Resource: "c", Holder: "C", Token: tc, TTL: 10 * time.Millisecond, Expires: expired},
+			{Resource: "d", Holder: "D", Token: td, TTL: time.Second, Expires: expires2},
+		}
+		wantLeases(t, b, want...)
+		if _, err := b.End(ctx, "d", td); err != nil {
+			t.Fatalf("End: %v", err)
+		}
+		wantLeases(t, b, want[:3]...)
+		// Storage writes do not touch leases.
+		put(t, b, "a", "k", "v", ta, fence.Cond{})
+		if _, err := b.Claim(ctx, "b", tb); err != nil {
+			t.Fatalf("Claim: %v", err)
+		}
+		wantLeases(t, b, want[:3]...)
+
+		got, err := b.Leases(ctx)
+		if err != nil {
+			t.Fatalf("Leases: %v", err)
+		}
+		for _, l := range got {
+			if l.Resource == "a" && !l.Expires.Equal(expires1) {
+				t.Fatalf("Expires=%v, want %v", l.Expires, expires1)
+			}
+		}
+	})
+}
+
+// testLastToken checks invariant 1 through the ledger's eyes: the last token
+// never goes down, whatever happens to the leases.
+func testLastToken(t *testing.T, open func(t *testing.T) Backend) {
+	t.Run("NeverDown", func(t *testing.T) {
+		b := open(t)
+		ctx := t.Context()
+		var last fence.Token
+		for i := range 4 {
+			tok := grant(t, b, "a", fmt.Sprintf("h%d", i))
+			if tok != last+1 {
+				t.Fatalf("Grant: Token=%d, want %d", tok, last+1)
+			}
+			last = tok
+			if i%2 == 0 {
+				if _, err := b.End(ctx, "a", tok); err != nil {
+					t.Fatalf("End: %v", err)
+				}
+			} else if _, err := b.Refresh(ctx, "a", tok, time.Second, expires1); err != nil {
+				t.Fatalf("Refresh: %v", err)
+			}
+			if got := lastToken(t, b, "a"); got != last {
+				t.Fatalf("LastToken=%d, want %d", got, last)
+			}
+			wantFence(t, b, "a", last)
+		}
+	})
+}

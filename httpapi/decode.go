@@ -1,0 +1,513 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fence-lock/fence"
+)
+
+// Limits of request bodies.
+const (
+	maxJSONBody = 64 << 10 // lock requests
+	maxTxnBody  = 4 << 20  // POST /v1/txn
+)
+
+// TTL and wait limits in the API's milliseconds.
+const (
+	minTTLMS     = int64(fence.MinTTL / time.Millisecond)
+	maxTTLMS     = int64(fence.MaxTTL / time.Millisecond)
+	defaultTTLMS = int64(fence.DefaultTTL / time.Millisecond)
+	maxWaitMS    = int64(fence.MaxWait / time.Millisecond)
+)
+
+// Go's encoding/json accepts unknown members, duplicate members (the last
+// wins), member names in the wrong case, and null or a missing member as the
+// zero value, and it replaces invalid UTF-8 and lone surrogates with U+FFFD.
+// Each of those would let a malformed request through, or make two different
+// requests mean the same, so the decoders below walk objects themselves and
+// decode every member by an explicit rule.
+
+// member is one member of a JSON object, with its value undecoded.
+type member struct {
+	name  string
+	value json.RawMessage
+}
+
+// badRequest returns an error wrapping fence.ErrBadRequest.
+func badRequest(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{fence.ErrBadRequest}, args...)...)
+}
+
+// checkText rejects a body that is not valid UTF-8 or holds an escaped lone
+// surrogate (\ud800), which encoding/json would silently turn into U+FFFD.
+func checkText(data []byte) error {
+	if !utf8.Valid(data) {
+		return badRequest("body is not valid UTF-8")
+	}
+	// A backslash occurs only inside strings of valid JSON, and the syntax is
+	// checked later, so a plain scan finds every \u escape.
+	for i := 0; i < len(data); i++ {
+		if data[i] != '\\' {
+			continue
+		}
+		if i+1 < len(data) && data[i+1] != 'u' {
+			i++ // skip the escaped character, which may be a backslash
+			continue
+		}
+		r, ok := hex4(data, i+2)
+		if !ok {
+			continue // a syntax error, reported by the decoder
+		}
+		switch {
+		case r >= 0xD800 && r < 0xDC00:
+			lo, ok := hex4(data, i+8)
+			if !ok || i+7 >= len(data) || data[i+6] != '\\' || data[i+7] != 'u' || lo < 0xDC00 || lo > 0xDFFF {
+				return badRequest("body has a lone surrogate \\u%04x", r)
+			}
+			i += 11
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return badRequest("body has a lone surrogate \\u%04x", r)
+		default:
+			i += 5
+		}
+	}
+	return nil
+}
+
+// hex4 decodes the four hex digits at data[i:i+4].
+func hex4(data []byte, i int) (rune, bool) {
+	if i < 0 || i+4 > len(data) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(data[i:i+4]), 16, 16)
+	return rune(v), err == nil
+}
+
+// members returns the members of the JSON object in data, in order. It
+// rejects anything but one object (with nothing after it), duplicate names
+// and, unless allowed is nil, names not exactly in allowed.
+func members(what string, data []byte, allowed []string) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err == io.EOF {
+		return nil, badRequest("%s: empty, want a JSON object", what)
+	}
+	if err != nil {
+		return nil, badRequest("%s: %v", what, err)
+	}
+	if tok != json.Delim('{') {
+		return nil, badRequest("%s: want a JSON object", what)
+	}
+	var ms []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, badRequest("%s: %v", what, err)
+		}
+		name, ok := tok.(string)
+		if !ok { // cannot happen: the decoder checks that names are strings
+			return nil, badRequest("%s: want a member name", what)
+		}
+		if allowed != nil && !slices.Contains(allowed, name) {
+			return nil, badRequest("%s: unknown member %q", what, name)
+		}
+		for _, m := range ms {
+			if m.name == name {
+				return nil, badRequest("%s: duplicate member %q", what, name)
+			}
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, badRequest("%s: %v", what, err)
+		}
+		ms = append(ms, member{name, bytes.TrimSpace(v)})
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, badRequest("%s: %v", what, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badRequest("%s: data after the JSON object", what)
+	}
+	return ms, nil
+}
+
+// get returns the value of the member called name, or nil.
+func get(ms []member, name string) json.RawMessage {
+	for _, m := range ms {
+		if m.name == name {
+			return m.value
+		}
+	}
+	return nil
+}
+
+// elements returns the elements of the JSON array v.
+func elements(what string, v json.RawMessage) ([]json.RawMessage, error) {
+	if len(v) == 0 || v[0] != '[' {
+		return nil, badRequest("%s must be an array", what)
+	}
+	var es []json.RawMessage
+	if err := json.Unmarshal(v, &es); err != nil {
+		return nil, badRequest("%s: %v", what, err)
+	}
+	return es, nil
+}
+
+// str decodes the JSON string v.
+func str(what string, v json.RawMessage) (string, error) {
+	var s string
+	if len(v) == 0 || v[0] != '"' {
+		return "", badRequest("%s must be a string", what)
+	}
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", badRequest("%s: %v", what, err)
+	}
+	return s, nil
+}
+
+// integer decodes v as a JSON integer literal (no fraction, no exponent) in
+// lo..hi; it reports false for anything else.
+func integer(v json.RawMessage, lo, hi int64) (int64, bool) {
+	s := string(v)
+	digits := s
+	if len(digits) > 0 && digits[0] == '-' && lo < 0 { // and so no -0 where lo is 0
+		digits = digits[1:]
+	}
+	if digits == "" {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, false
+	}
+	return n, true
+}
+
+// millis decodes an optional duration in milliseconds in lo..hi; an absent
+// member gives def.
+func millis(what string, v json.RawMessage, lo, hi, def int64) (time.Duration, error) {
+	if v == nil {
+		return time.Duration(def) * time.Millisecond, nil
+	}
+	n, ok := integer(v, lo, hi)
+	if !ok {
+		return 0, badRequest("%s must be an integer in %d..%d, not %s", what, lo, hi, clip(v))
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}
+
+// jsonToken decodes a fencing token: a JSON integer literal in 1..MaxToken.
+// Anything else, a string "5" and null included, wraps fence.ErrInvalidToken.
+func jsonToken(what string, v json.RawMessage) (fence.Token, error) {
+	t, err := fence.ParseToken(string(v)) // digits only, so 1.5, 1e3, -1, "5" and null all fail
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s %s is not an integer in 1..%d", fence.ErrInvalidToken, what, clip(v), fence.MaxToken)
+	}
+	return t, nil
+}
+
+// clip shortens a raw value for an error message.
+func clip(v json.RawMessage) string {
+	const n = 40
+	if len(v) > n {
+		return string(v[:n]) + "..."
+	}
+	return string(v)
+}
+
+// acquireRequest is the body of POST /v1/locks/{resource}/acquire.
+type acquireRequest struct {
+	Holder string
+	TTL    time.Duration
+	Wait   time.Duration
+}
+
+// decodeAcquire decodes {"holder", "ttl_ms", "wait_ms"}: holder required,
+// ttl_ms in 10..86400000 (default 10000), wait_ms in 0..300000 (default 0).
+func decodeAcquire(data []byte) (acquireRequest, error) {
+	var req acquireRequest
+	ms, err := decodeObject("acquire", data, "holder", "ttl_ms", "wait_ms")
+	if err != nil {
+		return req, err
+	}
+	h := get(ms, "holder")
+	if h == nil {
+		return req, badRequest("acquire: holder is required")
+	}
+	if req.Holder, err = str("holder", h); err != nil {
+		return req, err
+	}
+	if err := fence.ValidateHolder(req.Holder); err != nil {
+		return req, err
+	}
+	if req.TTL, err = millis("ttl_ms", get(ms, "ttl_ms"), minTTLMS, maxTTLMS, defaultTTLMS); err != nil {
+		return req, err
+	}
+	if req.Wait, err = millis("wait_ms", get(ms, "wait_ms"), 0, maxWaitMS, 0); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// renewRequest is the body of POST /v1/locks/{resource}/renew.
+type renewRequest struct {
+	Token fence.Token
+	TTL   time.Duration // 0: keep the lease's TTL
+}
+
+// decodeRenew decodes {"token", "ttl_ms"}: token required, ttl_ms optional in
+// 10..86400000 (absent: 0, the lease's current TTL).
+func decodeRenew(data []byte) (renewRequest, error) {
+	var req renewRequest
+	ms, err := decodeObject("renew", data, "token", "ttl_ms")
+	if err != nil {
+		return req, err
+	}
+	t := get(ms, "token")
+	if t == nil {
+		return req, badRequest("renew: token is required")
+	}
+	// Every bad_request check comes before the token's, which is invalid_token.
+	if req.TTL, err = millis("ttl_ms", get(ms, "ttl_ms"), minTTLMS, maxTTLMS, 0); err != nil {
+		return req, err
+	}
+	if req.Token, err = jsonToken("token", t); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// decodeRelease decodes {"token"}: token required.
+func decodeRelease(data []byte) (fence.Token, error) {
+	ms, err := decodeObject("release", data, "token")
+	if err != nil {
+		return 0, err
+	}
+	t := get(ms, "token")
+	if t == nil {
+		return 0, badRequest("release: token is required")
+	}
+	return jsonToken("token", t)
+}
+
+// decodeObject checks that data is UTF-8 text and returns the members of the
+// one JSON object in it.
+func decodeObject(what string, data []byte, allowed ...string) ([]member, error) {
+	if err := checkText(data); err != nil {
+		return nil, err
+	}
+	return members(what, data, allowed)
+}
+
+// faults keeps, of several errors found in one request, the one that comes
+// first in the API's precedence (and of equal ones, the first found).
+type faults struct {
+	err  error
+	rank int
+}
+
+func (f *faults) add(err error) {
+	if err == nil {
+		return
+	}
+	if r := rank(err); f.err == nil || r < f.rank {
+		f.err, f.rank = err, r
+	}
+}
+
+// decodeTxn decodes the body of POST /v1/txn:
+//
+//	{"fences": {resource: token, ...},
+//	 "if":   [{"resource", "key", "revision"}, ...],
+//	 "then": [{"op": "put"|"delete", "resource", "key", "value"|"value_base64"}, ...]}
+//
+// Every member is optional. Each compare needs all three members, revision an
+// integer >= 0 (0: the key is absent). A put needs exactly one of value and
+// value_base64, a delete neither. Of several faults it reports the first in
+// the API's order: too_large (a value over fence.MaxValueSize), bad_request,
+// fence_required (an op on a resource without an entry in fences), then
+// invalid_token (a fence that is not a JSON integer in 1..MaxToken).
+func decodeTxn(data []byte) (*fence.Txn, error) {
+	ms, err := decodeObject("txn", data, "fences", "if", "then")
+	if err != nil {
+		return nil, err
+	}
+	var f faults
+	t := &fence.Txn{Fences: map[string]fence.Token{}}
+	if v := get(ms, "fences"); v != nil {
+		fs, err := members("fences", v, nil)
+		f.add(err)
+		for _, m := range fs {
+			if err := fence.ValidateResource(m.name); err != nil {
+				f.add(fmt.Errorf("fences: %w", err))
+				continue
+			}
+			tok, err := jsonToken(fmt.Sprintf("fences[%q]", m.name), m.value)
+			f.add(err) // invalid_token, which loses to every fault before it
+			t.Fences[m.name] = tok
+		}
+	}
+	if v := get(ms, "if"); v != nil {
+		es, err := elements("if", v)
+		f.add(err)
+		for i, e := range es {
+			c, err := decodeCompare(fmt.Sprintf("if[%d]", i), e)
+			f.add(err)
+			if err == nil {
+				t.If = append(t.If, c)
+			}
+		}
+	}
+	if v := get(ms, "then"); v != nil {
+		es, err := elements("then", v)
+		f.add(err)
+		for i, e := range es {
+			op, err := decodeOp(fmt.Sprintf("then[%d]", i), e)
+			f.add(err)
+			if err == nil {
+				t.Then = append(t.Then, op)
+			}
+		}
+	}
+	for i, op := range t.Then {
+		if _, ok := t.Fences[op.Resource]; !ok {
+			f.add(fmt.Errorf("%w: then[%d] writes resource %q, which has no entry in fences", fence.ErrFenceRequired, i, op.Resource))
+		}
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	return t, nil
+}
+
+// decodeCompare decodes {"resource", "key", "revision"}.
+func decodeCompare(what string, v json.RawMessage) (fence.Compare, error) {
+	var c fence.Compare
+	ms, err := members(what, v, []string{"resource", "key", "revision"})
+	if err != nil {
+		return c, err
+	}
+	if c.Resource, c.Key, err = names(what, ms); err != nil {
+		return c, err
+	}
+	r := get(ms, "revision")
+	if r == nil {
+		return c, badRequest("%s: revision is required", what)
+	}
+	n, ok := integer(r, 0, math.MaxInt64)
+	if !ok {
+		return c, badRequest("%s: revision must be an integer >= 0, not %s", what, clip(r))
+	}
+	c.Rev = fence.Rev(n)
+	return c, nil
+}
+
+// decodeOp decodes {"op", "resource", "key", "value" | "value_base64"}.
+func decodeOp(what string, v json.RawMessage) (fence.Op, error) {
+	var op fence.Op
+	ms, err := members(what, v, []string{"op", "resource", "key", "value", "value_base64"})
+	if err != nil {
+		return op, err
+	}
+	k := get(ms, "op")
+	if k == nil {
+		return op, badRequest("%s: op is required", what)
+	}
+	kind, err := str(what+".op", k)
+	if err != nil {
+		return op, err
+	}
+	if op.Resource, op.Key, err = names(what, ms); err != nil {
+		return op, err
+	}
+	// A value over the limit is too_large, which comes before every
+	// bad_request in the API's order, so it is checked first.
+	var val, b64 []byte
+	var valErr, b64Err error
+	if v := get(ms, "value"); v != nil {
+		var s string
+		s, valErr = str(what+".value", v)
+		val = []byte(s)
+	}
+	if v := get(ms, "value_base64"); v != nil {
+		var s string
+		if s, b64Err = str(what+".value_base64", v); b64Err == nil {
+			if b64, b64Err = decodeBase64(s); b64Err != nil {
+				b64Err = badRequest("%s.value_base64: %v", what, b64Err)
+			}
+		}
+	}
+	for _, v := range [][]byte{val, b64} {
+		if len(v) > fence.MaxValueSize {
+			return op, fmt.Errorf("%w: %s: value is %d bytes, more than %d", fence.ErrTooLarge, what, len(v), fence.MaxValueSize)
+		}
+	}
+	hasVal, hasB64 := get(ms, "value") != nil, get(ms, "value_base64") != nil
+	switch op.Kind = fence.OpKind(kind); op.Kind {
+	case fence.OpPut:
+		switch {
+		case hasVal && hasB64:
+			return op, badRequest("%s: a put has value or value_base64, not both", what)
+		case hasVal:
+			op.Value = val
+			return op, valErr
+		case hasB64:
+			op.Value = b64
+			return op, b64Err
+		default:
+			return op, badRequest("%s: a put needs value or value_base64", what)
+		}
+	case fence.OpDelete:
+		if hasVal || hasB64 {
+			return op, badRequest("%s: a delete has no value", what)
+		}
+		return op, nil
+	default:
+		return op, badRequest("%s: op must be \"put\" or \"delete\", not %q", what, kind)
+	}
+}
+
+// names decodes and validates the required resource and key members.
+func names(what string, ms []member) (resource, key string, err error) {
+	r, k := get(ms, "resource"), get(ms, "key")
+	if r == nil || k == nil {
+		return "", "", badRequest("%s: resource and key are required", what)
+	}
+	if resource, err = str(what+".resource", r); err != nil {
+		return "", "", err
+	}
+	if err := fence.ValidateResource(resource); err != nil {
+		return "", "", fmt.Errorf("%s: %w", what, err)
+	}
+	if key, err = str(what+".key", k); err != nil {
+		return "", "", err
+	}
+	if err := fence.ValidateKey(key); err != nil {
+		return "", "", fmt.Errorf("%s: %w", what, err)
+	}
+	return resource, key, nil
+}
+
+// decodeBase64 decodes standard, padded base64 and nothing else: no line
+// breaks (which encoding/base64 skips) and no stray bits in the last byte.
+func decodeBase64(s string) ([]byte, error) {
+	if bytes.ContainsAny([]byte(s), "\r\n") {
+		return nil, errors.New("line breaks are not allowed")
+	}
+	return base64.StdEncoding.Strict().DecodeString(s)
+}

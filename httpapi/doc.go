@@ -1,0 +1,22 @@
+// Package httpapi serves the fence v1 HTTP API (shared/API.md) over a
+// fence.Locker and a fence.Store.
+//
+// Server is an http.Handler with its own router: it answers every error,
+// including unknown paths and wrong methods, as application/problem+json
+// (RFC 9457) with a stable "code" member. The package holds the only table
+// that maps the fence sentinel errors to problem codes and HTTP statuses, in
+// both directions: the server turns errors into problems, and ProblemError
+// turns a problem body back into the typed fence errors, so that
+// errors.Is(err, fence.ErrFenced) and errors.As work the same over HTTP as in
+// process.
+//
+// The server parses and validates requests strictly (exact JSON member
+// names, no duplicates, no unknown members, integer tokens) before it calls
+// the Locker or the Store, so a rejected request never reaches a mutating
+// method. It logs one line per accepted storage write and one per rejected
+// request, and exports Prometheus metrics (see metrics.go).
+//
+// The package is not the lock service or the storage: it holds no state of
+// its own besides metrics, and it does not log lock events, which the lock
+// service logs.
+package httpapi

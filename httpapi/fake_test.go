@@ -1,0 +1,309 @@
+package httpapi
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fence-lock/fence"
+)
+
+// fakeNow is the fake's clock: it never moves, so leases expire only when a
+// test says so.
+var fakeNow = time.Date(2025, 1, 2, 3, 4, 5, 600_000_000, time.FixedZone("X", 3600))
+
+// fake is a small in-memory fence.Locker and fence.Store for handler tests:
+// pure logic, no I/O, a clock that stands still. Err, when set, is returned
+// by every method; Panic makes every method panic.
+type fake struct {
+	mu        sync.Mutex
+	lastToken map[string]fence.Token
+	lastFence map[string]fence.Token
+	leases    map[string]fence.Lease
+	items     map[[2]string]fence.Item
+	rev       fence.Rev
+	calls     map[string]int // method name → calls
+
+	Err   error
+	Panic bool
+}
+
+var (
+	_ fence.Locker = (*fake)(nil)
+	_ fence.Store  = (*fake)(nil)
+)
+
+func newFake() *fake {
+	return &fake{
+		lastToken: map[string]fence.Token{},
+		lastFence: map[string]fence.Token{},
+		leases:    map[string]fence.Lease{},
+		items:     map[[2]string]fence.Item{},
+		calls:     map[string]int{},
+	}
+}
+
+// enter counts a call and returns the injected error.
+func (f *fake) enter(method string) error {
+	f.calls[method]++
+	if f.Panic {
+		panic("fake: " + method)
+	}
+	return f.Err
+}
+
+// Calls returns how often method was called.
+func (f *fake) Calls(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[method]
+}
+
+// mutations returns the calls of mutating methods.
+func (f *fake) mutations() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, m := range []string{"Acquire", "Renew", "Release", "Put", "Delete", "Claim", "Txn"} {
+		n += f.calls[m]
+	}
+	return n
+}
+
+// expire ends resource's lease, as if its TTL had passed.
+func (f *fake) expire(resource string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.leases, resource)
+}
+
+func (f *fake) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("Acquire"); err != nil {
+		return fence.Lease{}, err
+	}
+	if l, ok := f.leases[resource]; ok {
+		if l.Holder != holder {
+			if wait > 0 {
+				// Nobody releases a fake lock while we wait: wait for the
+				// client to go away, or for the wait to pass.
+				f.mu.Unlock()
+				select {
+				case <-ctx.Done():
+				case <-time.After(wait):
+				}
+				f.mu.Lock()
+				if ctx.Err() != nil {
+					return fence.Lease{}, ctx.Err()
+				}
+			}
+			return fence.Lease{}, &fence.LockHeldError{Resource: resource, RetryAfter: l.Expires.Sub(fakeNow)}
+		}
+		l.TTL, l.Expires = ttl, fakeNow.Add(ttl)
+		f.leases[resource] = l
+		return l, nil
+	}
+	f.lastToken[resource]++
+	t := f.lastToken[resource]
+	f.lastFence[resource] = t
+	l := fence.Lease{Resource: resource, Holder: holder, Token: t, TTL: ttl, Expires: fakeNow.Add(ttl)}
+	f.leases[resource] = l
+	return l, nil
+}
+
+func (f *fake) lease(resource string, t fence.Token) (fence.Lease, error) {
+	l, ok := f.leases[resource]
+	if !ok || l.Token != t {
+		return l, &fence.LeaseLostError{Resource: resource, Presented: t, Current: l.Token}
+	}
+	return l, nil
+}
+
+func (f *fake) Renew(ctx context.Context, resource string, t fence.Token, ttl time.Duration) (fence.Lease, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("Renew"); err != nil {
+		return fence.Lease{}, err
+	}
+	l, err := f.lease(resource, t)
+	if err != nil {
+		return fence.Lease{}, err
+	}
+	if ttl != 0 {
+		l.TTL = ttl
+	}
+	l.Expires = fakeNow.Add(l.TTL)
+	f.leases[resource] = l
+	return l, nil
+}
+
+func (f *fake) Release(ctx context.Context, resource string, t fence.Token) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("Release"); err != nil {
+		return err
+	}
+	if _, err := f.lease(resource, t); err != nil {
+		return err
+	}
+	delete(f.leases, resource)
+	return nil
+}
+
+func (f *fake) Status(ctx context.Context, resource string) (fence.LockStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("Status"); err != nil {
+		return fence.LockStatus{}, err
+	}
+	st := fence.LockStatus{Resource: resource, LastToken: f.lastToken[resource]}
+	if l, ok := f.leases[resource]; ok {
+		st.Held, st.Holder, st.Token, st.Expires = true, l.Holder, l.Token, l.Expires
+	}
+	return st, nil
+}
+
+// check applies the fencing rule: lastFence <= t <= lastToken.
+func (f *fake) check(resource string, t fence.Token) error {
+	if last := f.lastToken[resource]; t > last {
+		return &fence.TokenNotIssuedError{Resource: resource, Presented: t, LastToken: last}
+	}
+	if last := f.lastFence[resource]; t < last {
+		return &fence.FencedError{Resource: resource, Presented: t, LastFence: last}
+	}
+	return nil
+}
+
+func (f *fake) result(resource string, t fence.Token) fence.WriteResult {
+	r := fence.WriteResult{Rev: f.rev, LastFence: f.lastFence[resource]}
+	if l, ok := f.leases[resource]; ok && l.Token == t {
+		r.Holder = l.Holder
+	}
+	return r
+}
+
+func (f *fake) holds(resource, key string, c fence.Cond) bool {
+	it, ok := f.items[[2]string{resource, key}]
+	switch {
+	case c.IfMatch != 0:
+		return ok && it.Rev == c.IfMatch
+	case c.IfExists:
+		return ok
+	case c.IfAbsent:
+		return !ok
+	}
+	return true
+}
+
+func (f *fake) Put(ctx context.Context, resource, key string, value []byte, t fence.Token, c fence.Cond) (fence.WriteResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("Put"); err != nil {
+		return fence.WriteResult{}, err
+	}
+	if err := f.check(resource, t); err != nil {
+		return fence.WriteResult{}, err
+	}
+	if !f.holds(resource, key, c) {
+		return fence.WriteResult{}, fence.ErrPreconditionFailed
+	}
+	f.rev++
+	f.lastFence[resource] = t
+	f.items[[2]string{resource, key}] = fence.Item{Resource: resource, Key: key, Value: slices.Clone(value), Rev: f.rev, Token: t}
+	return f.result(resource, t), nil
+}
+
+func (f *fake) Delete(ctx context.Context, resource, key string, t fence.Token, c fence.Cond) (fence.WriteResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("Delete"); err != nil {
+		return fence.WriteResult{}, err
+	}
+	if err := f.check(resource, t); err != nil {
+		return fence.WriteResult{}, err
+	}
+	if !f.holds(resource, key, c) {
+		return fence.WriteResult{}, fence.ErrPreconditionFailed
+	}
+	if _, ok := f.items[[2]string{resource, key}]; !ok {
+		return fence.WriteResult{}, fence.ErrNotFound
+	}
+	f.rev++
+	f.lastFence[resource] = t
+	delete(f.items, [2]string{resource, key})
+	return f.result(resource, t), nil
+}
+
+func (f *fake) Get(ctx context.Context, resource, key string) (fence.Item, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("Get"); err != nil {
+		return fence.Item{}, err
+	}
+	it, ok := f.items[[2]string{resource, key}]
+	if !ok {
+		return fence.Item{}, fence.ErrNotFound
+	}
+	return it, nil
+}
+
+func (f *fake) Fence(ctx context.Context, resource string) (fence.Token, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("Fence"); err != nil {
+		return 0, err
+	}
+	return f.lastFence[resource], nil
+}
+
+func (f *fake) Claim(ctx context.Context, resource string, t fence.Token) (fence.WriteResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("Claim"); err != nil {
+		return fence.WriteResult{}, err
+	}
+	if err := f.check(resource, t); err != nil {
+		return fence.WriteResult{}, err
+	}
+	f.lastFence[resource] = t
+	return f.result(resource, t), nil
+}
+
+func (f *fake) Txn(ctx context.Context, t *fence.Txn) (fence.Rev, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("Txn"); err != nil {
+		return 0, err
+	}
+	resources := slices.Sorted(maps.Keys(t.Fences))
+	for _, r := range resources {
+		if err := f.check(r, t.Fences[r]); err != nil {
+			return 0, err
+		}
+	}
+	for _, c := range t.If {
+		it, ok := f.items[[2]string{c.Resource, c.Key}]
+		if c.Rev == 0 && ok || c.Rev != 0 && (!ok || it.Rev != c.Rev) {
+			return 0, fence.ErrPreconditionFailed
+		}
+	}
+	if len(t.Fences) == 0 && len(t.Then) == 0 {
+		return f.rev, nil
+	}
+	f.rev++
+	for _, r := range resources {
+		f.lastFence[r] = t.Fences[r]
+	}
+	for _, op := range t.Then {
+		k := [2]string{op.Resource, op.Key}
+		if op.Kind == fence.OpPut {
+			f.items[k] = fence.Item{Resource: op.Resource, Key: op.Key, Value: slices.Clone(op.Value), Rev: f.rev, Token: t.Fences[op.Resource]}
+		} else {
+			delete(f.items, k)
+		}
+	}
+	return f.rev, nil
+}

@@ -1,0 +1,280 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fence-lock/fence"
+)
+
+// checkKinds fails unless err is one of kinds (by the table's precedence).
+func checkKinds(t *testing.T, err error, kinds ...error) {
+	t.Helper()
+	for _, k := range kinds {
+		if codes[rank(err)].err == k {
+			return
+		}
+	}
+	t.Fatalf("error %v is %s, want one of %v", err, codes[rank(err)].code, kinds)
+}
+
+func FuzzDecodeAcquire(f *testing.F) {
+	for _, s := range []string{
+		`{"holder":"worker-a","ttl_ms":10000,"wait_ms":0}`, `{"holder":"w"}`, `{"holder":"w","holder":"w"}`,
+		`{"Holder":"w"}`, `{"holder":"\ud800"}`, `{"holder":"w","ttl_ms":1e3}`, `{"holder":"w"} x`, ``, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req, err := decodeAcquire(data)
+		if err != nil {
+			checkKinds(t, err, fence.ErrBadRequest)
+			return
+		}
+		if err := fence.ValidateHolder(req.Holder); err != nil {
+			t.Fatalf("accepted holder %q: %v", req.Holder, err)
+		}
+		if req.TTL < fence.MinTTL || req.TTL > fence.MaxTTL || req.TTL%time.Millisecond != 0 {
+			t.Fatalf("accepted TTL %s", req.TTL)
+		}
+		if req.Wait < 0 || req.Wait > fence.MaxWait || req.Wait%time.Millisecond != 0 {
+			t.Fatalf("accepted wait %s", req.Wait)
+		}
+		// Re-encoded canonically, it decodes to the same request.
+		b, _ := json.Marshal(map[string]any{"holder": req.Holder, "ttl_ms": req.TTL.Milliseconds(), "wait_ms": req.Wait.Milliseconds()})
+		if again, err := decodeAcquire(b); err != nil || again != req {
+			t.Fatalf("round trip of %s: %+v, %v", b, again, err)
+		}
+	})
+}
+
+func FuzzDecodeRenew(f *testing.F) {
+	for _, s := range []string{
+		`{"token":42,"ttl_ms":10000}`, `{"token":42}`, `{"token":"42"}`, `{"token":null}`, `{"token":0}`,
+		`{"token":9223372036854775808}`, `{"token":1.5}`, `{"token":-1}`, `{"ttl_ms":10}`, `{"token":1,"ttl_ms":0}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req, err := decodeRenew(data)
+		if err != nil {
+			checkKinds(t, err, fence.ErrBadRequest, fence.ErrInvalidToken)
+			return
+		}
+		if !req.Token.Valid() {
+			t.Fatalf("accepted token %d", req.Token)
+		}
+		if req.TTL != 0 && (req.TTL < fence.MinTTL || req.TTL > fence.MaxTTL) || req.TTL%time.Millisecond != 0 {
+			t.Fatalf("accepted TTL %s", req.TTL)
+		}
+	})
+}
+
+func FuzzDecodeRelease(f *testing.F) {
+	for _, s := range []string{`{"token":42}`, `{"token":"5"}`, `{"token":1e3}`, `{"token":9223372036854775807}`, `{}`, `{"token":1}{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tok, err := decodeRelease(data)
+		if err != nil {
+			checkKinds(t, err, fence.ErrBadRequest, fence.ErrInvalidToken)
+			return
+		}
+		if !tok.Valid() {
+			t.Fatalf("accepted token %d", tok)
+		}
+	})
+}
+
+func FuzzDecodeTxn(f *testing.F) {
+	for _, s := range []string{
+		`{"fences": {"orders": 42, "stock": 17},
+		 "if":   [{"resource": "orders", "key": "o-1", "revision": 7}],
+		 "then": [{"op": "put", "resource": "orders", "key": "o-1", "value": "paid"},
+		          {"op": "delete", "resource": "stock", "key": "hold-9"}]}`,
+		`{}`, `{"fences":{"r":1},"then":[{"op":"put","resource":"r","key":"a/b","value_base64":"AP8="}]}`,
+		`{"then":[{"op":"delete","resource":"r","key":"k"}]}`, `{"fences":{"r":"1"}}`, `{"fences":{"r":1,"r":2}}`,
+		`{"if":[{"resource":"r","key":"k","revision":0}]}`, `{"fences":{"r":1},"then":[{"op":"put","resource":"r","key":"k","value":"v","value_base64":"dg=="}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		txn, err := decodeTxn(data)
+		if err != nil {
+			checkKinds(t, err, fence.ErrTooLarge, fence.ErrBadRequest, fence.ErrFenceRequired, fence.ErrInvalidToken)
+			return
+		}
+		fences := map[string]any{}
+		for r, tok := range txn.Fences {
+			if err := fence.ValidateResource(r); err != nil || !tok.Valid() {
+				t.Fatalf("accepted fence %q: %d (%v)", r, tok, err)
+			}
+			fences[r] = uint64(tok)
+		}
+		var ifs, thens []any
+		for _, c := range txn.If {
+			if fence.ValidateResource(c.Resource) != nil || fence.ValidateKey(c.Key) != nil || c.Rev > fence.Rev(fence.MaxToken) {
+				t.Fatalf("accepted compare %+v", c)
+			}
+			ifs = append(ifs, map[string]any{"resource": c.Resource, "key": c.Key, "revision": uint64(c.Rev)})
+		}
+		for _, op := range txn.Then {
+			if fence.ValidateResource(op.Resource) != nil || fence.ValidateKey(op.Key) != nil || len(op.Value) > fence.MaxValueSize {
+				t.Fatalf("accepted op %+v", op)
+			}
+			if _, ok := txn.Fences[op.Resource]; !ok {
+				t.Fatalf("accepted op on unfenced %q", op.Resource)
+			}
+			m := map[string]any{"op": string(op.Kind), "resource": op.Resource, "key": op.Key}
+			switch op.Kind {
+			case fence.OpPut:
+				if op.Value == nil {
+					t.Fatalf("accepted put without value")
+				}
+				m["value_base64"] = base64.StdEncoding.EncodeToString(op.Value)
+			case fence.OpDelete:
+				if op.Value != nil {
+					t.Fatalf("accepted delete with value")
+				}
+			default:
+				t.Fatalf("accepted op kind %q", op.Kind)
+			}
+			thens = append(thens, m)
+		}
+		// Re-encoded canonically, it decodes to the same txn.
+		b, _ := json.Marshal(map[string]any{"fences": fences, "if": orEmpty(ifs), "then": orEmpty(thens)})
+		if again, err := decodeTxn(b); err != nil || !equalTxn(again, txn) {
+			t.Fatalf("round trip of %s: %+v, %v", b, again, err)
+		}
+	})
+}
+
+func orEmpty(v []any) []any {
+	if v == nil {
+		return []any{}
+	}
+	return v
+}
+
+func FuzzParsePath(f *testing.F) {
+	for _, s := range []string{
+		"/v1/locks/orders/acquire", "/v1/locks/orders%2F17", "/v1/kv/orders%2F17/a/b", "/v1/kv/r/a//b", "/v1/kv/r/%2e%2e",
+		"/v1/fences/%ZZ", "/v1/txn", "/healthz", "//", "/v1/kv//", "/v1/locks/%C3%A9/renew", "/v1/kv/r/%00",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		m, ok := matchPath(p)
+		if !ok {
+			return
+		}
+		res, key, err := m.params()
+		if err != nil {
+			checkKinds(t, err, fence.ErrBadRequest)
+			return
+		}
+		hasRes := strings.Contains(m.route.pattern, "{resource}")
+		if hasRes && fence.ValidateResource(res) != nil || !hasRes && res != "" {
+			t.Fatalf("%q: accepted resource %q for %s", p, res, m.route.pattern)
+		}
+		if m.route == routeKV && fence.ValidateKey(key) != nil || m.route != routeKV && key != "" {
+			t.Fatalf("%q: accepted key %q", p, key)
+		}
+		// Escaping the names again gives a path that matches the same.
+		if hasRes {
+			q := strings.Replace(m.route.pattern, "{resource}", url.PathEscape(res), 1)
+			if m.route == routeKV {
+				segs := strings.Split(key, "/")
+				for i := range segs {
+					segs[i] = url.PathEscape(segs[i])
+				}
+				q = strings.Replace(q, "{key}", strings.Join(segs, "/"), 1)
+			}
+			m2, ok := matchPath(q)
+			if !ok || m2.route != m.route {
+				t.Fatalf("%q: re-escaped %q does not match %s", p, q, m.route.pattern)
+			}
+			res2, key2, err := m2.params()
+			if err != nil || res2 != res || key2 != key {
+				t.Fatalf("%q: re-escaped %q gives %q, %q, %v", p, q, res2, key2, err)
+			}
+		}
+	})
+}
+
+// FuzzServeHTTP sends GET requests with fuzzed paths and headers through the
+// whole server: it must not panic, and it answers errors as problems.
+func FuzzServeHTTP(f *testing.F) {
+	for _, s := range []string{"/v1/kv/r/k", "/v1/locks/r", "/v1/fences/a%2Fb", "/v1/kv/r/a//b", "/nope", "/v1/txn"} {
+		f.Add("GET", s, "1")
+	}
+	f.Add("PUT", "/v1/kv/r/k", "abc")
+	f.Add("DELETE", "/v1/kv/r/k", "")
+	fk := newFake()
+	srv := NewServer(fk, fk)
+	srv.Logger = slog.New(slog.DiscardHandler)
+	f.Fuzz(func(t *testing.T, method, p, tok string) {
+		if p == "/metrics" {
+			return // slow, and not ours
+		}
+		u, err := url.ParseRequestURI(p)
+		if err != nil || !validMethod(method) {
+			return
+		}
+		r := httptest.NewRequest("GET", "/", strings.NewReader("v"))
+		r.Method, r.URL, r.RequestURI = method, u, p
+		r.Header.Set("Fencing-Token", tok)
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, r)
+		if w.Code >= 400 && w.Header().Get("Content-Type") != contentTypeProblem {
+			t.Fatalf("%s %q: %d with Content-Type %q", method, p, w.Code, w.Header().Get("Content-Type"))
+		}
+		if w.Code == 500 {
+			t.Fatalf("%s %q: 500: %s", method, p, w.Body)
+		}
+	})
+}
+
+func validMethod(m string) bool {
+	if m == "" {
+		return false
+	}
+	r, err := http.NewRequest(m, "http://x/", nil)
+	return err == nil && r != nil
+}
+
+func FuzzParseIfMatch(f *testing.F) {
+	for _, s := range []string{`"7"`, `*`, `"0"`, `"07"`, `W/"7"`, `"7", "8"`, `"9223372036854775807"`, `"9223372036854775808"`, ``, `"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		c, err := parseIfMatch(v)
+		if err != nil {
+			checkKinds(t, err, fence.ErrBadRequest)
+			if !errors.Is(err, fence.ErrBadRequest) {
+				t.Fatalf("err=%v", err)
+			}
+			return
+		}
+		switch {
+		case c.IfAbsent:
+			t.Fatalf("%q gives IfAbsent", v)
+		case c.IfExists:
+			if c.IfMatch != 0 || v != "*" {
+				t.Fatalf("%q gives %+v", v, c)
+			}
+		case c.IfMatch == 0 || c.IfMatch > fence.Rev(fence.MaxToken):
+			t.Fatalf("%q gives %+v", v, c)
+		case etag(c.IfMatch) != v:
+			t.Fatalf("%q gives revision %d, whose tag is %s", v, c.IfMatch, etag(c.IfMatch))
+		}
+	})
+}

@@ -1,0 +1,64 @@
+package httpapi
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics of the HTTP API, registered with the default Prometheus registry,
+// which GET /metrics serves. None has a per-resource label: resource names are
+// unbounded. The lock service owns the fence_lock_* metrics.
+var (
+	// storageWrites counts accepted storage writes by op: put, delete,
+	// claim (POST /v1/fences) or txn.
+	storageWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fence_storage_writes_total",
+		Help: "Storage writes accepted, by op (put, delete, claim, txn).",
+	}, []string{"op"})
+
+	// storageRejections counts rejected requests to the storage routes
+	// (/v1/kv, /v1/fences, /v1/txn) by reason, the problem code.
+	storageRejections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fence_storage_rejections_total",
+		Help: "Storage requests rejected, by reason (the problem code).",
+	}, []string{"reason"})
+
+	// httpRejections counts every problem answered, on any route, by route
+	// pattern and problem code.
+	httpRejections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fence_http_rejections_total",
+		Help: "Requests answered with a problem, by route pattern and problem code.",
+	}, []string{"route", "code"})
+
+	// requestDuration observes every request by route pattern, method and
+	// HTTP status. Its buckets reach 300 s, the longest acquire wait.
+	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "fence_http_request_duration_seconds",
+		Help:    "Duration of HTTP requests, by route pattern, method and status code.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+	}, []string{"route", "method", "code"})
+)
+
+// Label values of the counters, created at init so that they show as 0.
+var (
+	writeOps         = []string{"put", "delete", "claim", "txn"}
+	rejectionReasons = []string{"fenced", "token_not_issued", "precondition_failed", "fence_required", "invalid_token", "not_found", "bad_request", "too_large"}
+)
+
+func init() {
+	prometheus.MustRegister(storageWrites, storageRejections, httpRejections, requestDuration)
+	for _, op := range writeOps {
+		storageWrites.WithLabelValues(op)
+	}
+	for _, r := range rejectionReasons {
+		storageRejections.WithLabelValues(r)
+	}
+}
+
+// methodLabel bounds the method label to the methods the API knows.
+func methodLabel(m string) string {
+	switch m {
+	case "GET", "HEAD", "POST", "PUT", "DELETE":
+		return m
+	}
+	return "other"
+}

@@ -1,0 +1,329 @@
+package httpapi
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/fence-lock/fence"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Server serves the fence v1 HTTP API over a fence.Locker and a fence.Store.
+// It is an http.Handler; build it with NewServer and set its fields before
+// it serves. It is safe for concurrent use.
+//
+// A long-polling acquire extends its own connection's write deadline, so an
+// http.Server's WriteTimeout (30 s, say) does not cut waits of up to
+// fence.MaxWait short.
+type Server struct {
+	// Logger receives one line per accepted storage write ("write accepted",
+	// Info) and per rejected request ("request rejected", Warn; Error for
+	// internal errors, with the cause). NewServer sets slog.Default(); nil
+	// means slog.Default() too.
+	Logger *slog.Logger
+
+	// Ready reports whether the server can serve requests: GET /readyz
+	// answers 503 not_ready with its error. Nil, the default, means always
+	// ready.
+	Ready func() error
+
+	locker  fence.Locker
+	store   fence.Store
+	metrics http.Handler
+}
+
+// NewServer returns a Server that answers lock requests with locker and
+// storage requests with store. Both must be non-nil.
+func NewServer(locker fence.Locker, store fence.Store) *Server {
+	return &Server{
+		Logger:  slog.Default(),
+		locker:  locker,
+		store:   store,
+		metrics: promhttp.Handler(),
+	}
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.Default()
+	}
+	return s.Logger
+}
+
+// call is one request being served, with what is known of it for the log.
+type call struct {
+	s     *Server
+	w     *recorder
+	r     *http.Request
+	route *route // nil if the path matched no route
+
+	resource  string
+	key       string
+	holder    string
+	presented fence.Token
+}
+
+// ServeHTTP implements http.Handler. It routes on r.URL.EscapedPath(), so
+// that a percent-encoded '/' stays inside its segment, and answers every
+// error as a problem.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	c := &call{s: s, w: &recorder{ResponseWriter: w}, r: r}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p) // net/http's way to abort a response; it logs nothing
+			}
+			s.logger().LogAttrs(r.Context(), slog.LevelError, "panic serving request",
+				slog.String("method", r.Method), slog.String("path", r.URL.EscapedPath()),
+				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			if c.w.status == 0 {
+				c.fail(fmt.Errorf("%w: panic: %v", errInternal, p))
+			}
+		}
+		requestDuration.WithLabelValues(c.routeLabel(), methodLabel(r.Method), strconv.Itoa(cmp.Or(c.w.status, http.StatusOK))).
+			Observe(time.Since(start).Seconds())
+	}()
+
+	m, ok := matchPath(r.URL.EscapedPath())
+	if !ok {
+		c.fail(fmt.Errorf("%w: no route for %q", fence.ErrNotFound, r.URL.EscapedPath()))
+		return
+	}
+	c.route = m.route
+	if !m.route.allows(r.Method) {
+		c.fail(fmt.Errorf("%w: %s %s; allowed: %s", errMethodNotAllowed, r.Method, m.route.pattern, m.route.allow))
+		return
+	}
+	if err := s.serve(c, m); err != nil {
+		c.fail(err)
+	}
+}
+
+// serve dispatches a matched request to its handler.
+func (s *Server) serve(c *call, m match) error {
+	switch m.route {
+	case routeHealthz:
+		c.writeJSON(statusResponse{Status: "ok"})
+		return nil
+	case routeReadyz:
+		return s.ready(c)
+	case routeMetrics:
+		s.metrics.ServeHTTP(c.w, c.r)
+		return nil
+	case routeLock:
+		return s.lockStatus(c, m)
+	case routeAcquire:
+		return s.acquire(c, m)
+	case routeRenew:
+		return s.renew(c, m)
+	case routeRelease:
+		return s.release(c, m)
+	case routeKV:
+		switch c.r.Method {
+		case "PUT":
+			return s.put(c, m)
+		case "DELETE":
+			return s.delete(c, m)
+		}
+		return s.get(c, m)
+	case routeFences:
+		if c.r.Method == "POST" {
+			return s.claim(c, m)
+		}
+		return s.fence(c, m)
+	case routeTxn:
+		return s.txn(c)
+	}
+	return fmt.Errorf("%w: route %s has no handler", errInternal, m.route.pattern) // cannot happen
+}
+
+func (c *call) routeLabel() string {
+	if c.route == nil {
+		return unmatched
+	}
+	return c.route.pattern
+}
+
+// params decodes the matched resource and key into c.
+func (c *call) params(m match) error {
+	res, key, err := m.params()
+	c.resource, c.key = res, key
+	return err
+}
+
+// readBody reads the request body, at most limit bytes. A body over the
+// limit is too_large; when its Content-Length says so, nothing is read. The
+// connection is then closed, since the rest of the body is still on it.
+func (c *call) readBody(limit int64) ([]byte, error) {
+	if c.r.ContentLength > limit {
+		c.w.Header().Set("Connection", "close")
+		return nil, fmt.Errorf("%w: body is %d bytes, more than %d", fence.ErrTooLarge, c.r.ContentLength, limit)
+	}
+	if c.r.Body == nil {
+		return nil, nil
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			c.w.Header().Set("Connection", "close")
+			return nil, fmt.Errorf("%w: body is more than %d bytes", fence.ErrTooLarge, limit)
+		}
+		return nil, badRequest("reading body: %v", err)
+	}
+	return data, nil
+}
+
+// fail answers err as a problem, logs the rejection and counts it.
+func (c *call) fail(err error) {
+	ctx := c.r.Context()
+	i := lookup(err)
+	if codes[i].err == errInternal && ctx.Err() != nil {
+		// The client went away or the server is shutting down. The outcome
+		// of a write cut short is unknown, which unavailable says without
+		// blaming the server.
+		err = fmt.Errorf("%w: request canceled: %w", fence.ErrClosed, err)
+		i = lookup(err)
+	}
+	allow := ""
+	if c.route != nil {
+		allow = c.route.allow
+	}
+	p := writeProblem(c.w, err, allow)
+
+	attrs := []slog.Attr{
+		slog.String("code", p.Code),
+		slog.Int("status", p.Status),
+		slog.String("method", c.r.Method),
+		slog.String("route", c.routeLabel()),
+	}
+	if res := c.resource; res != "" || p.Resource != nil {
+		if p.Resource != nil {
+			res = *p.Resource
+		}
+		attrs = append(attrs, slog.String(keyResource, res))
+	}
+	if c.key != "" {
+		attrs = append(attrs, slog.String(keyKey, c.key))
+	}
+	if c.holder != "" {
+		attrs = append(attrs, slog.String(keyHolder, c.holder))
+	}
+	if presented := token(p.Presented); presented != 0 || c.presented != 0 {
+		attrs = append(attrs, slog.Uint64(keyPresented, uint64(cmp.Or(presented, c.presented))))
+	}
+	if p.LastFence != nil {
+		attrs = append(attrs, slog.Uint64(keyLastFence, *p.LastFence))
+	}
+	if p.LastToken != nil {
+		attrs = append(attrs, slog.Uint64(keyLastToken, *p.LastToken))
+	}
+	if p.Current != nil {
+		attrs = append(attrs, slog.Uint64(keyCurrent, *p.Current))
+	}
+	attrs = append(attrs, slog.String("detail", p.Detail))
+	level := slog.LevelWarn
+	if p.Code == "internal" {
+		level = slog.LevelError
+		attrs = append(attrs, slog.String("err", err.Error()))
+	}
+	c.s.logger().LogAttrs(ctx, level, "request rejected", attrs...)
+
+	httpRejections.WithLabelValues(c.routeLabel(), p.Code).Inc()
+	if c.isStorageWrite() && slices.Contains(rejectionReasons, p.Code) {
+		storageRejections.WithLabelValues(p.Code).Inc()
+	}
+}
+
+// isStorageWrite reports whether the request is a write to the storage.
+func (c *call) isStorageWrite() bool {
+	switch c.route {
+	case routeKV, routeFences, routeTxn:
+		return c.r.Method != "GET" && c.r.Method != "HEAD"
+	}
+	return false
+}
+
+// Log keys, as in the API's JSON.
+const (
+	keyResource  = "resource"
+	keyKey       = "key"
+	keyHolder    = "holder"
+	keyToken     = "token"
+	keyPresented = "presented"
+	keyLastFence = "last_fence"
+	keyLastToken = "last_token"
+	keyCurrent   = "current"
+	keyRevision  = "revision"
+)
+
+// accepted logs and counts an accepted storage write.
+func (c *call) accepted(op string, t fence.Token, res fence.WriteResult) {
+	storageWrites.WithLabelValues(op).Inc()
+	attrs := []slog.Attr{slog.String("op", op), slog.String(keyResource, c.resource)}
+	if c.key != "" {
+		attrs = append(attrs, slog.String(keyKey, c.key))
+	}
+	attrs = append(attrs,
+		slog.Uint64(keyToken, uint64(t)),
+		slog.Uint64(keyLastFence, uint64(res.LastFence)),
+		slog.String(keyHolder, res.Holder),
+		slog.Uint64(keyRevision, uint64(res.Rev)))
+	c.s.logger().LogAttrs(c.r.Context(), slog.LevelInfo, "write accepted", attrs...)
+}
+
+// writeJSON answers 200 with v as JSON.
+func (c *call) writeJSON(v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // cannot happen: the responses hold strings, numbers and bools
+		c.fail(fmt.Errorf("%w: encoding response: %w", errInternal, err))
+		return
+	}
+	h := c.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	c.w.WriteHeader(http.StatusOK)
+	c.w.Write(append(b, '\n'))
+}
+
+// extendWriteDeadline lets a long poll of wait outlive the server's WriteTimeout.
+func (c *call) extendWriteDeadline(wait time.Duration) {
+	err := http.NewResponseController(c.w).SetWriteDeadline(time.Now().Add(wait + 30*time.Second))
+	if err != nil && !errors.Is(err, http.ErrNotSupported) {
+		c.s.logger().LogAttrs(c.r.Context(), slog.LevelDebug, "cannot extend write deadline", slog.String("err", err.Error()))
+	}
+}
+
+// recorder remembers the status of a response, for the metrics and the
+// panic handler.
+type recorder struct {
+	http.ResponseWriter
+	status int // 0 until the header is written
+}
+
+func (w *recorder) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,77 @@
+package fence
+
+import (
+	"context"
+	"time"
+)
+
+// Limits of lease TTLs and acquire waits, as in the HTTP API.
+const (
+	DefaultTTL = 10 * time.Second
+	MinTTL     = 10 * time.Millisecond
+	MaxTTL     = 24 * time.Hour
+	MaxWait    = 5 * time.Minute
+)
+
+// Lease is a granted lock on a resource.
+type Lease struct {
+	Resource string
+	Holder   string
+	Token    Token         // the fencing token issued with this grant
+	TTL      time.Duration // the lease's time to live, renewed on every renew
+	Expires  time.Time     // when the lease ends unless renewed
+}
+
+// LockStatus describes a resource's lock.
+type LockStatus struct {
+	Resource  string
+	Held      bool
+	Holder    string    // only while held
+	Token     Token     // only while held
+	Expires   time.Time // only while held
+	LastToken Token     // the highest token ever issued for the resource; 0 if none
+}
+
+// Locker is a lock service that issues fencing tokens. Implementations are safe
+// for concurrent use.
+//
+// Acquire, Renew and Release return only after their effect is durable. Acquire
+// returns *LockHeldError, Renew and Release *LeaseLostError, and every method
+// wraps ErrBadRequest for a name or TTL out of range. An error that is none of
+// these (a context cancelled, an I/O failure) leaves the outcome unknown: the
+// lock may have been granted, renewed or released.
+type Locker interface {
+	// Acquire grants resource to holder for ttl, waiting up to wait for the
+	// current holder to release or expire; waiters are served first come, first
+	// served. A holder acquiring a lease it still holds gets the same token, with
+	// its TTL refreshed to ttl.
+	Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (Lease, error)
+	// Renew extends the lease with token by ttl from now (0: its current TTL).
+	Renew(ctx context.Context, resource string, token Token, ttl time.Duration) (Lease, error)
+	// Release ends the lease with token. A stale token never ends a newer lease.
+	Release(ctx context.Context, resource string, token Token) error
+	// Status reports the resource's lock.
+	Status(ctx context.Context, resource string) (LockStatus, error)
+}
+
+// Ledger is the durable record behind a lock service: per resource, the last
+// token issued and the current lease. Implementations are safe for concurrent
+// use and return only after a change is durable. The lock service serialises
+// calls per resource, so a Ledger need not arbitrate between holders.
+type Ledger interface {
+	// Grant records a new lease for holder with the next token (one more than
+	// the last issued), raises the resource's last fence to it in the same
+	// atomic step, and returns the token.
+	Grant(ctx context.Context, resource, holder string, ttl time.Duration, expires time.Time) (Token, error)
+	// Refresh records a new TTL and expiry for the lease with token and returns
+	// the resource's last fence. It returns *LeaseLostError if token is not the
+	// recorded lease.
+	Refresh(ctx context.Context, resource string, token Token, ttl time.Duration, expires time.Time) (lastFence Token, err error)
+	// End records that the lease with token is over and returns the resource's
+	// last fence. It changes nothing when token is not the recorded lease.
+	End(ctx context.Context, resource string, token Token) (lastFence Token, err error)
+	// Leases returns every recorded lease, expired or not, to restore them after a restart.
+	Leases(ctx context.Context) ([]Lease, error)
+	// LastToken returns the highest token issued for resource, 0 if none.
+	LastToken(ctx context.Context, resource string) (Token, error)
+}

@@ -1,0 +1,35 @@
+package lock
+
+import "github.com/prometheus/client_golang/prometheus"
+
+var (
+	grantsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fence_lock_grants_total", Help: "Leases granted, each with a new fencing token.",
+	})
+	renewalsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fence_lock_renewals_total", Help: "Leases renewed, including same-holder acquire retries.",
+	})
+	releasesTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fence_lock_releases_total", Help: "Leases released by their holder.",
+	})
+	expirationsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fence_lock_expirations_total", Help: "Leases that expired without being released.",
+	})
+	rejectionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fence_lock_rejections_total", Help: "Lock requests refused, by reason.",
+	}, []string{"reason"})
+	leasesHeld = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fence_lock_leases_held", Help: "Leases currently held.",
+	})
+	waiters = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fence_lock_waiters", Help: "Acquires currently waiting for a lock.",
+	})
+)
+
+func init() {
+	prometheus.MustRegister(grantsTotal, renewalsTotal, releasesTotal, expirationsTotal,
+		rejectionsTotal, leasesHeld, waiters)
+	for _, reason := range []string{"lock_held", "lease_lost"} {
+		rejectionsTotal.WithLabelValues(reason)
+	}
+}

@@ -1,0 +1,501 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fence-lock/fence"
+)
+
+// Service is the lock service. It implements fence.Locker and is safe for
+// concurrent use once Open has returned.
+type Service struct {
+	// Logger receives one line per grant, renew, release, expiry and restored
+	// lease. Default: slog.Default().
+	Logger *slog.Logger
+
+	ledger fence.Ledger
+
+	mu        sync.Mutex // guards resources and entry.refs; taken before an entry's mu, never after
+	resources map[string]*entry
+	closed    atomic.Bool
+	wg        sync.WaitGroup // one count per reference to an entry (a call in flight)
+
+	// ctx is the service's own, for ledger changes made on nobody's behalf
+	// (expiry, hand-off to a waiter); Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+var _ fence.Locker = (*Service)(nil)
+
+// entry is the in-memory state of one resource. It lives while it is held,
+// has waiters, or a call refers to it.
+type entry struct {
+	mu    sync.Mutex // serialises changes to this resource; held across ledger writes
+	refs  int        // guarded by Service.mu
+	lease *fence.Lease
+	timer *time.Timer // fires at lease.Expires
+	queue []*waiter   // first come, first served; empty while the resource is free
+}
+
+type waiter struct {
+	ctx     context.Context
+	holder  string
+	ttl     time.Duration
+	resultC chan result // buffered: the hand-off never blocks
+}
+
+type result struct {
+	lease fence.Lease
+	err   error
+}
+
+// NewService returns a lock service that records its grants in ledger. Call
+// Open before use.
+func NewService(ledger fence.Ledger) *Service {
+	return &Service{ledger: ledger, Logger: slog.Default(), resources: make(map[string]*entry)}
+}
+
+// Open restores the leases recorded in the ledger and starts serving. A lease
+// that had not expired by the wall clock gets its full TTL from now, so that no
+// restart shortens a lease; one that had expired is ended and logged as expired.
+func (s *Service) Open(ctx context.Context) error {
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	leases, err := s.ledger.Leases(ctx)
+	if err != nil {
+		return fmt.Errorf("lock: open: %w", err)
+	}
+	for _, l := range leases {
+		now := time.Now()
+		if !now.Before(l.Expires) {
+			lastFence, err := s.ledger.End(ctx, l.Resource, l.Token)
+			if err != nil {
+				return fmt.Errorf("lock: open: end expired lease %q: %w", l.Resource, err)
+			}
+			expirationsTotal.Inc()
+			s.log("lock expired", l, lastFence, "while", "stopped")
+			continue
+		}
+		l.Expires = now.Add(l.TTL)
+		lastFence, err := s.ledger.Refresh(ctx, l.Resource, l.Token, l.TTL, l.Expires)
+		if err != nil {
+			return fmt.Errorf("lock: open: restore lease %q: %w", l.Resource, err)
+		}
+		e := &entry{}
+		s.resources[l.Resource] = e
+		s.setLeaseLocked(e, l)
+		leasesHeld.Inc()
+		s.log("lease restored", l, lastFence)
+	}
+	return nil
+}
+
+// Close stops the service: waiting acquires return fence.ErrClosed, calls in
+// flight finish, and expiry timers stop. It does not close the ledger.
+func (s *Service) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.mu.Lock()
+	entries := make([]*entry, 0, len(s.resources))
+	for _, e := range s.resources {
+		entries = append(entries, e)
+	}
+	s.mu.Unlock()
+	for _, e := range entries {
+		e.mu.Lock()
+		if e.timer != nil {
+			e.timer.Stop()
+		}
+		if e.lease != nil {
+			leasesHeld.Dec()
+		}
+		for _, w := range e.queue {
+			w.resultC <- result{err: fence.ErrClosed}
+			waiters.Dec()
+		}
+		e.queue = nil
+		e.mu.Unlock()
+	}
+	s.wg.Wait()
+	if s.cancel != nil {
+		s.cancel()
+	}
+	return nil
+}
+
+// ref returns the resource's entry, creating it, and counts the caller in;
+// unref must follow.
+func (s *Service) ref(resource string) (*entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return nil, fence.ErrClosed
+	}
+	e := s.resources[resource]
+	if e == nil {
+		e = &entry{}
+		s.resources[resource] = e
+	}
+	e.refs++
+	s.wg.Add(1)
+	return e, nil
+}
+
+func (s *Service) unref(resource string, e *entry) {
+	s.mu.Lock()
+	e.refs--
+	if e.refs == 0 {
+		// With no references left only Close may hold e.mu, and briefly: this
+		// never waits for a ledger write while holding s.mu.
+		e.mu.Lock()
+		free := e.lease == nil && len(e.queue) == 0
+		e.mu.Unlock()
+		if free {
+			delete(s.resources, resource)
+		}
+	}
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// Acquire implements fence.Locker.
+func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
+	if err := validateAcquire(resource, holder, ttl, wait); err != nil {
+		return fence.Lease{}, fmt.Errorf("lock: acquire: %w", err)
+	}
+	e, err := s.ref(resource)
+	if err != nil {
+		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
+	}
+	defer s.unref(resource, e)
+
+	e.mu.Lock()
+	now := time.Now()
+	s.expireLocked(resource, e, now)
+	switch {
+	case e.lease == nil:
+		l, err := s.grantLocked(ctx, resource, e, holder, ttl)
+		e.mu.Unlock()
+		return l, err
+	case e.lease.Holder == holder:
+		// A retry by the holder: the same token, the TTL of this request.
+		l, err := s.refreshLocked(ctx, resource, e, ttl, now, "lock acquire retried")
+		e.mu.Unlock()
+		return l, err
+	case wait <= 0:
+		err := s.heldErrorLocked(resource, e, now)
+		e.mu.Unlock()
+		return fence.Lease{}, err
+	case s.closed.Load():
+		e.mu.Unlock()
+		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, fence.ErrClosed)
+	}
+	w := &waiter{ctx: ctx, holder: holder, ttl: ttl, resultC: make(chan result, 1)}
+	e.queue = append(e.queue, w)
+	waiters.Inc()
+	e.mu.Unlock()
+	return s.await(ctx, resource, e, w, wait)
+}
+
+// await waits for a queued acquire to be granted, its wait to end, or its
+// caller to go away; the last two take it out of the queue.
+func (s *Service) await(ctx context.Context, resource string, e *entry, w *waiter, wait time.Duration) (fence.Lease, error) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	var cause error
+	select {
+	case r := <-w.resultC:
+		return r.lease, r.err
+	case <-ctx.Done():
+		cause = ctx.Err()
+	case <-timer.C:
+	}
+	e.mu.Lock()
+	if dequeueLocked(e, w) {
+		var err error
+		if cause != nil {
+			err = fmt.Errorf("lock: acquire %q: %w", resource, cause)
+		} else {
+			err = s.heldErrorLocked(resource, e, time.Now())
+		}
+		e.mu.Unlock()
+		return fence.Lease{}, err
+	}
+	e.mu.Unlock()
+	// The hand-off took w out of the queue before we could: its result is sent.
+	r := <-w.resultC
+	if r.err == nil && cause != nil {
+		// Nobody will use this lease: pass the lock on now rather than at expiry.
+		if err := s.Release(s.ctx, resource, r.lease.Token); err != nil {
+			s.Logger.Warn("release of an abandoned grant failed", "resource", resource, "token", uint64(r.lease.Token), "error", err)
+		}
+		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, cause)
+	}
+	return r.lease, r.err
+}
+
+func dequeueLocked(e *entry, w *waiter) bool {
+	for i, q := range e.queue {
+		if q == w {
+			e.queue = append(e.queue[:i], e.queue[i+1:]...)
+			waiters.Dec()
+			return true
+		}
+	}
+	return false
+}
+
+// Renew implements fence.Locker.
+func (s *Service) Renew(ctx context.Context, resource string, token fence.Token, ttl time.Duration) (fence.Lease, error) {
+	if err := validateLease(resource, token, ttl); err != nil {
+		return fence.Lease{}, fmt.Errorf("lock: renew: %w", err)
+	}
+	e, err := s.ref(resource)
+	if err != nil {
+		return fence.Lease{}, fmt.Errorf("lock: renew %q: %w", resource, err)
+	}
+	defer s.unref(resource, e)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := time.Now()
+	s.expireLocked(resource, e, now)
+	if err := leaseLostLocked(resource, e, token); err != nil {
+		return fence.Lease{}, err
+	}
+	return s.refreshLocked(ctx, resource, e, ttl, now, "lock renewed")
+}
+
+// Release implements fence.Locker.
+func (s *Service) Release(ctx context.Context, resource string, token fence.Token) error {
+	if err := validateLease(resource, token, 0); err != nil {
+		return fmt.Errorf("lock: release: %w", err)
+	}
+	e, err := s.ref(resource)
+	if err != nil {
+		return fmt.Errorf("lock: release %q: %w", resource, err)
+	}
+	defer s.unref(resource, e)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s.expireLocked(resource, e, time.Now())
+	if err := leaseLostLocked(resource, e, token); err != nil {
+		return err
+	}
+	l := *e.lease
+	lastFence, err := s.ledger.End(ctx, resource, token)
+	if err != nil {
+		// Still held: the holder may retry the release.
+		return fmt.Errorf("lock: release %q: %w", resource, err)
+	}
+	clearLeaseLocked(e)
+	releasesTotal.Inc()
+	s.log("lock released", l, lastFence)
+	s.handOffLocked(resource, e)
+	return nil
+}
+
+// Status implements fence.Locker.
+func (s *Service) Status(ctx context.Context, resource string) (fence.LockStatus, error) {
+	if err := fence.ValidateResource(resource); err != nil {
+		return fence.LockStatus{}, fmt.Errorf("lock: status: %w", err)
+	}
+	e, err := s.ref(resource)
+	if err != nil {
+		return fence.LockStatus{}, fmt.Errorf("lock: status %q: %w", resource, err)
+	}
+	defer s.unref(resource, e)
+	e.mu.Lock()
+	s.expireLocked(resource, e, time.Now())
+	st := fence.LockStatus{Resource: resource}
+	if e.lease != nil {
+		st.Held, st.Holder, st.Token, st.Expires = true, e.lease.Holder, e.lease.Token, e.lease.Expires
+	}
+	e.mu.Unlock()
+	// Read after the lease, so that LastToken >= Token even if a grant slips in between.
+	if st.LastToken, err = s.ledger.LastToken(ctx, resource); err != nil {
+		return fence.LockStatus{}, fmt.Errorf("lock: status %q: %w", resource, err)
+	}
+	return st, nil
+}
+
+// grantLocked issues the next token to holder; the ledger raises the
+// resource's fence before this returns.
+func (s *Service) grantLocked(ctx context.Context, resource string, e *entry, holder string, ttl time.Duration) (fence.Lease, error) {
+	// The deadline counts from before the ledger write: the holder's own clock
+	// started even earlier, so it never believes in a lease the service has ended.
+	expires := time.Now().Add(ttl)
+	token, err := s.ledger.Grant(ctx, resource, holder, ttl, expires)
+	if err != nil {
+		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
+	}
+	l := fence.Lease{Resource: resource, Holder: holder, Token: token, TTL: ttl, Expires: expires}
+	s.setLeaseLocked(e, l)
+	grantsTotal.Inc()
+	leasesHeld.Inc()
+	s.log("lock acquired", l, token)
+	return l, nil
+}
+
+func (s *Service) refreshLocked(ctx context.Context, resource string, e *entry, ttl time.Duration, now time.Time, msg string) (fence.Lease, error) {
+	l := *e.lease
+	if ttl == 0 {
+		ttl = l.TTL
+	}
+	expires := now.Add(ttl)
+	lastFence, err := s.ledger.Refresh(ctx, resource, l.Token, ttl, expires)
+	if err != nil {
+		return fence.Lease{}, fmt.Errorf("lock: renew %q: %w", resource, err)
+	}
+	l.TTL, l.Expires = ttl, expires
+	s.setLeaseLocked(e, l)
+	renewalsTotal.Inc()
+	s.log(msg, l, lastFence)
+	return l, nil
+}
+
+// setLeaseLocked makes l the resource's lease and arms its expiry.
+func (s *Service) setLeaseLocked(e *entry, l fence.Lease) {
+	e.lease = &l
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	// A timer that fired already and waits for e.mu finds the new deadline and does nothing.
+	e.timer = time.AfterFunc(time.Until(l.Expires), func() { s.expire(l.Resource) })
+}
+
+func clearLeaseLocked(e *entry) {
+	e.lease = nil
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
+	leasesHeld.Dec()
+}
+
+// expire runs when a lease's timer fires.
+func (s *Service) expire(resource string) {
+	e, err := s.ref(resource)
+	if err != nil {
+		return // closed
+	}
+	defer s.unref(resource, e)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s.expireLocked(resource, e, time.Now())
+}
+
+// expireLocked ends the lease if it has expired at now, and hands the resource
+// to the next waiter.
+func (s *Service) expireLocked(resource string, e *entry, now time.Time) {
+	if e.lease == nil || now.Before(e.lease.Expires) {
+		return
+	}
+	l := *e.lease
+	clearLeaseLocked(e)
+	expirationsTotal.Inc()
+	// Recording the end is bookkeeping: the lease is over either way, and the
+	// next grant overwrites the record. A failure is logged, not returned.
+	lastFence, err := s.ledger.End(s.ctx, resource, l.Token)
+	if err != nil {
+		s.Logger.Error("recording an expiry failed", "resource", resource, "token", uint64(l.Token), "error", err)
+	}
+	s.log("lock expired", l, lastFence)
+	s.handOffLocked(resource, e)
+}
+
+// handOffLocked grants a free resource to the first waiter still waiting.
+// Later waiters with the same holder are retries of that acquire and get the
+// same lease.
+func (s *Service) handOffLocked(resource string, e *entry) {
+	for e.lease == nil && len(e.queue) > 0 {
+		w := e.queue[0]
+		e.queue = e.queue[1:]
+		waiters.Dec()
+		if err := w.ctx.Err(); err != nil {
+			w.resultC <- result{err: fmt.Errorf("lock: acquire %q: %w", resource, err)}
+			continue
+		}
+		l, err := s.grantLocked(s.ctx, resource, e, w.holder, w.ttl)
+		w.resultC <- result{lease: l, err: err}
+		if err != nil {
+			continue
+		}
+		rest := e.queue[:0]
+		for _, q := range e.queue {
+			if q.holder == w.holder {
+				q.resultC <- result{lease: l}
+				waiters.Dec()
+			} else {
+				rest = append(rest, q)
+			}
+		}
+		e.queue = rest
+	}
+}
+
+func (s *Service) heldErrorLocked(resource string, e *entry, now time.Time) error {
+	rejectionsTotal.WithLabelValues("lock_held").Inc()
+	var retry time.Duration
+	if e.lease != nil {
+		retry = e.lease.Expires.Sub(now)
+	}
+	return &fence.LockHeldError{Resource: resource, RetryAfter: retry}
+}
+
+func leaseLostLocked(resource string, e *entry, token fence.Token) error {
+	if e.lease != nil && e.lease.Token == token {
+		return nil
+	}
+	rejectionsTotal.WithLabelValues("lease_lost").Inc()
+	err := &fence.LeaseLostError{Resource: resource, Presented: token}
+	if e.lease != nil {
+		err.Current = e.lease.Token
+	}
+	return err
+}
+
+func (s *Service) log(msg string, l fence.Lease, lastFence fence.Token, args ...any) {
+	s.Logger.Info(msg, append([]any{
+		"resource", l.Resource, "holder", l.Holder, "token", uint64(l.Token),
+		"last_fence", uint64(lastFence), "ttl_ms", l.TTL.Milliseconds(),
+		"expires_at", l.Expires.UTC().Format(time.RFC3339Nano),
+	}, args...)...)
+}
+
+func validateAcquire(resource, holder string, ttl, wait time.Duration) error {
+	if err := fence.ValidateResource(resource); err != nil {
+		return err
+	}
+	if err := fence.ValidateHolder(holder); err != nil {
+		return err
+	}
+	if ttl < fence.MinTTL || ttl > fence.MaxTTL {
+		return fmt.Errorf("%w: ttl %s is outside %s..%s", fence.ErrBadRequest, ttl, fence.MinTTL, fence.MaxTTL)
+	}
+	if wait < 0 || wait > fence.MaxWait {
+		return fmt.Errorf("%w: wait %s is outside 0..%s", fence.ErrBadRequest, wait, fence.MaxWait)
+	}
+	return nil
+}
+
+func validateLease(resource string, token fence.Token, ttl time.Duration) error {
+	if err := fence.ValidateResource(resource); err != nil {
+		return err
+	}
+	if !token.Valid() {
+		return fmt.Errorf("%w: %d", fence.ErrInvalidToken, token)
+	}
+	if ttl != 0 && (ttl < fence.MinTTL || ttl > fence.MaxTTL) {
+		return fmt.Errorf("%w: ttl %s is outside %s..%s", fence.ErrBadRequest, ttl, fence.MinTTL, fence.MaxTTL)
+	}
+	return nil
+}

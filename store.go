@@ -1,0 +1,87 @@
+package fence
+
+import "context"
+
+// Rev is a store-wide revision: it grows by one with every accepted write.
+type Rev uint64
+
+// Cond is a precondition on a key's current state; the zero Cond always holds.
+type Cond struct {
+	IfMatch  Rev  // if non-zero, the key must exist at this revision
+	IfExists bool // the key must exist (If-Match: *)
+	IfAbsent bool // the key must not exist (If-None-Match: *)
+}
+
+// Item is a stored value with the revision and token of the write that stored it.
+type Item struct {
+	Resource string
+	Key      string
+	Value    []byte
+	Rev      Rev
+	Token    Token
+}
+
+// WriteResult describes an accepted write.
+type WriteResult struct {
+	Rev       Rev    // the store revision of the write (unchanged by a claim)
+	LastFence Token  // the resource's fence after the write
+	Holder    string // the holder the token was granted to, if it is the current lease's; else ""
+}
+
+// OpKind is the kind of a transaction operation.
+type OpKind string
+
+// Transaction operations.
+const (
+	OpPut    OpKind = "put"
+	OpDelete OpKind = "delete"
+)
+
+// Op is one write of a transaction.
+type Op struct {
+	Kind     OpKind
+	Resource string
+	Key      string
+	Value    []byte // for OpPut
+}
+
+// Compare is a transaction precondition: the key is at Rev, or absent if Rev is 0.
+type Compare struct {
+	Resource string
+	Key      string
+	Rev      Rev
+}
+
+// Txn is an all-or-nothing transaction across resources and keys. Every entry of
+// Fences is checked and raised; every Op's resource must have an entry.
+type Txn struct {
+	Fences map[string]Token
+	If     []Compare
+	Then   []Op
+}
+
+// Store is storage that enforces fencing tokens. Implementations are safe for
+// concurrent use.
+//
+// A write with token is accepted iff LastFence(resource) <= token <= LastToken(resource),
+// and then raises the resource's fence to token. A lower token returns
+// *FencedError, a higher one *TokenNotIssuedError; a rejected write changes
+// nothing. Writes return only after they are durable. An error that is not one
+// of the fence sentinels (a context cancelled, an I/O failure) leaves the
+// outcome unknown.
+type Store interface {
+	// Put stores value under resource/key if c holds and the token is accepted.
+	// It returns ErrPreconditionFailed if c does not hold.
+	Put(ctx context.Context, resource, key string, value []byte, token Token, c Cond) (WriteResult, error)
+	// Delete removes resource/key. It returns ErrNotFound if the key does not exist.
+	Delete(ctx context.Context, resource, key string, token Token, c Cond) (WriteResult, error)
+	// Get returns the item stored under resource/key, or ErrNotFound.
+	Get(ctx context.Context, resource, key string) (Item, error)
+	// Fence returns the resource's last fence, 0 if it was never fenced.
+	Fence(ctx context.Context, resource string) (Token, error)
+	// Claim raises the resource's fence to token without writing a key.
+	Claim(ctx context.Context, resource string, token Token) (WriteResult, error)
+	// Txn applies t all or nothing and returns the revision its writes share
+	// (the current revision if it has none). A failed compare returns ErrPreconditionFailed.
+	Txn(ctx context.Context, t *Txn) (Rev, error)
+}
