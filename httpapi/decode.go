@@ -94,9 +94,9 @@ func hex4(data []byte, i int) (rune, bool) {
 }
 
 // members returns the members of the JSON object in data, in order. It
-// rejects anything but one object (with nothing after it), duplicate names
-// and, unless allowed is nil, names not exactly in allowed.
-func members(what string, data []byte, allowed []string) ([]member, error) {
+// rejects anything but one object (with nothing after it) and duplicate
+// names; unknownMember checks the names.
+func members(what string, data []byte) ([]member, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	tok, err := dec.Token()
 	if err == io.EOF {
@@ -117,9 +117,6 @@ func members(what string, data []byte, allowed []string) ([]member, error) {
 		name, ok := tok.(string)
 		if !ok { // cannot happen: the decoder checks that names are strings
 			return nil, badRequest("%s: want a member name", what)
-		}
-		if allowed != nil && !slices.Contains(allowed, name) {
-			return nil, badRequest("%s: unknown member %q", what, name)
 		}
 		for _, m := range ms {
 			if m.name == name {
@@ -311,7 +308,22 @@ func decodeObject(what string, data []byte, allowed ...string) ([]member, error)
 	if err := checkText(data); err != nil {
 		return nil, err
 	}
-	return members(what, data, allowed)
+	ms, err := members(what, data)
+	if err != nil {
+		return nil, err
+	}
+	return ms, unknownMember(what, ms, allowed...)
+}
+
+// unknownMember returns a bad_request naming the first member of ms whose name
+// is not in allowed, or nil.
+func unknownMember(what string, ms []member, allowed ...string) error {
+	for _, m := range ms {
+		if !slices.Contains(allowed, m.name) {
+			return badRequest("%s: unknown member %q", what, m.name)
+		}
+	}
+	return nil
 }
 
 // faults keeps, of several errors found in one request, the one that comes
@@ -343,14 +355,19 @@ func (f *faults) add(err error) {
 // fence_required (an op on a resource without an entry in fences), then
 // invalid_token (a fence that is not a JSON integer in 1..MaxToken).
 func decodeTxn(data []byte) (*fence.Txn, error) {
-	ms, err := decodeObject("txn", data, "fences", "if", "then")
+	if err := checkText(data); err != nil {
+		return nil, err
+	}
+	ms, err := members("txn", data)
 	if err != nil {
 		return nil, err
 	}
 	var f faults
+	// Unknown members are a bad_request, which a value over the limit beats.
+	f.add(unknownMember("txn", ms, "fences", "if", "then"))
 	t := &fence.Txn{Fences: map[string]fence.Token{}}
 	if v := get(ms, "fences"); v != nil {
-		fs, err := members("fences", v, nil)
+		fs, err := members("fences", v)
 		f.add(err)
 		for _, m := range fs {
 			if err := fence.ValidateResource(m.name); err != nil {
@@ -398,7 +415,10 @@ func decodeTxn(data []byte) (*fence.Txn, error) {
 // decodeCompare decodes {"resource", "key", "revision"}.
 func decodeCompare(what string, v json.RawMessage) (fence.Compare, error) {
 	var c fence.Compare
-	ms, err := members(what, v, []string{"resource", "key", "revision"})
+	ms, err := members(what, v)
+	if err == nil {
+		err = unknownMember(what, ms, "resource", "key", "revision")
+	}
 	if err != nil {
 		return c, err
 	}
@@ -420,19 +440,8 @@ func decodeCompare(what string, v json.RawMessage) (fence.Compare, error) {
 // decodeOp decodes {"op", "resource", "key", "value" | "value_base64"}.
 func decodeOp(what string, v json.RawMessage) (fence.Op, error) {
 	var op fence.Op
-	ms, err := members(what, v, []string{"op", "resource", "key", "value", "value_base64"})
+	ms, err := members(what, v)
 	if err != nil {
-		return op, err
-	}
-	k := get(ms, "op")
-	if k == nil {
-		return op, badRequest("%s: op is required", what)
-	}
-	kind, err := str(what+".op", k)
-	if err != nil {
-		return op, err
-	}
-	if op.Resource, op.Key, err = names(what, ms); err != nil {
 		return op, err
 	}
 	// A value over the limit is too_large, which comes before every
@@ -456,6 +465,20 @@ func decodeOp(what string, v json.RawMessage) (fence.Op, error) {
 		if len(v) > fence.MaxValueSize {
 			return op, fmt.Errorf("%w: %s: value is %d bytes, more than %d", fence.ErrTooLarge, what, len(v), fence.MaxValueSize)
 		}
+	}
+	if err := unknownMember(what, ms, "op", "resource", "key", "value", "value_base64"); err != nil {
+		return op, err
+	}
+	k := get(ms, "op")
+	if k == nil {
+		return op, badRequest("%s: op is required", what)
+	}
+	kind, err := str(what+".op", k)
+	if err != nil {
+		return op, err
+	}
+	if op.Resource, op.Key, err = names(what, ms); err != nil {
+		return op, err
 	}
 	hasVal, hasB64 := get(ms, "value") != nil, get(ms, "value_base64") != nil
 	switch op.Kind = fence.OpKind(kind); op.Kind {
