@@ -27,7 +27,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "fence")
-	build := exec.Command("go", "build", "-race", "-o", binary, "../cmd/fence")
+	args := []string{"build", "-o", binary}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "../cmd/fence")...)
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building fence:", err)
@@ -41,7 +45,7 @@ func TestMain(m *testing.M) {
 
 // server is a running fence serve process.
 type server struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	URL    string
 	logs   *lockedBuffer
@@ -50,7 +54,19 @@ type server struct {
 
 // start runs fence serve on a free loopback port with the given extra args
 // and waits until it logs the address it listens on.
-func start(t *testing.T, dataDir string, args ...string) *server {
+func start(t testing.TB, dataDir string, args ...string) *server {
+	t.Helper()
+	return startServer(t, dataDir, true, args...)
+}
+
+// startQuiet is start for benchmarks: the server logs as usual, but its lines
+// after the first are read and dropped instead of kept.
+func startQuiet(t testing.TB, dataDir string, args ...string) *server {
+	t.Helper()
+	return startServer(t, dataDir, false, args...)
+}
+
+func startServer(t testing.TB, dataDir string, keepLogs bool, args ...string) *server {
 	t.Helper()
 	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--data", dataDir}, args...)
 	cmd := exec.Command(binary, args...)
@@ -68,9 +84,13 @@ func start(t *testing.T, dataDir string, args ...string) *server {
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
+			if s.URL != "" && !keepLogs {
+				continue
+			}
 			s.logs.WriteLine(line)
 			var rec struct{ Msg, Addr string }
 			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "fence serving" {
+				s.URL = "http://" + rec.Addr
 				addrC <- rec.Addr
 			}
 		}
@@ -78,8 +98,7 @@ func start(t *testing.T, dataDir string, args ...string) *server {
 	go func() { cmd.Wait(); close(s.exited) }()
 	t.Cleanup(func() { s.kill() })
 	select {
-	case addr := <-addrC:
-		s.URL = "http://" + addr
+	case <-addrC:
 	case <-s.exited:
 		t.Fatalf("fence serve exited at start:\n%s", s.logs)
 	case <-time.After(30 * time.Second):
