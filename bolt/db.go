@@ -29,9 +29,15 @@ var (
 	keyRev          = []byte("rev")
 )
 
-// DB is fence's durable state in one bbolt file. It implements fence.Store and
-// fence.Ledger and is safe for concurrent use.
+// rules is the shared implementation; the alias keeps the embedded field unexported.
+type rules = state.DB
+
+// DB is fence's durable state in one bbolt file. It implements fence.Store
+// (Put, Get, Delete, Fence, Claim, Txn) and fence.Ledger (Grant, Refresh, End,
+// Leases, LastToken) with the rules of package internal/state, and is safe
+// for concurrent use. Every change returns after it is fsynced.
 type DB struct {
+	*rules
 	bdb      *bbolt.DB
 	maxBatch int
 
@@ -95,6 +101,7 @@ func Open(dir string) (*DB, error) {
 		stopC:    make(chan struct{}),
 		doneC:    make(chan struct{}),
 	}
+	db.rules = state.NewDB("bolt", engine{db})
 	go db.commitLoop()
 	return db, nil
 }
@@ -125,6 +132,17 @@ func (db *DB) Check() error {
 		_, err := tx.Rev()
 		return err
 	})
+}
+
+// engine implements state.Engine.
+type engine struct{ db *DB }
+
+func (e engine) Update(ctx context.Context, fn func(tx state.Tx) error) error {
+	return e.db.update(ctx, fn)
+}
+
+func (e engine) View(ctx context.Context, fn func(tx state.Tx) error) error {
+	return e.db.view(fn)
 }
 
 // update queues fn for the next commit and waits until that commit is durable.
@@ -207,19 +225,14 @@ func (db *DB) commit(batch []*op) {
 	}
 }
 
-// view runs fn in a read-only transaction.
+// view runs fn in a read-only transaction, or returns fence.ErrClosed.
 func (db *DB) view(fn func(tx state.Tx) error) error {
-	return db.viewBolt(func(btx *bbolt.Tx) error { return fn(newTx(btx)) })
-}
-
-// viewBolt runs fn in a read-only bbolt transaction, or returns fence.ErrClosed.
-func (db *DB) viewBolt(fn func(btx *bbolt.Tx) error) error {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	if db.closed {
 		return fence.ErrClosed
 	}
-	return db.bdb.View(fn)
+	return db.bdb.View(func(btx *bbolt.Tx) error { return fn(newTx(btx)) })
 }
 
 // boltTx implements state.Tx on a bbolt transaction.
@@ -284,4 +297,14 @@ func (t *boltTx) Rev() (fence.Rev, error) {
 
 func (t *boltTx) SetRev(rev fence.Rev) error {
 	return t.meta.Put(keyRev, binary.BigEndian.AppendUint64(nil, uint64(rev)))
+}
+
+func (t *boltTx) Resources(fn func(name string, r state.Resource) error) error {
+	return t.resources.ForEach(func(k, v []byte) error {
+		r, err := decodeResource(v)
+		if err != nil {
+			return fmt.Errorf("%w %q", err, k)
+		}
+		return fn(string(k), r)
+	})
 }

@@ -7,17 +7,22 @@ package memory
 import (
 	"bytes"
 	"context"
-	"fmt"
+	"maps"
+	"slices"
 	"sync"
-	"time"
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/internal/state"
 )
 
-// DB is state in memory. It implements fence.Store and fence.Ledger and is
+// rules is the shared implementation; the alias keeps the embedded field unexported.
+type rules = state.DB
+
+// DB is state in memory. It implements fence.Store (Put, Get, Delete, Fence,
+// Claim, Txn) and fence.Ledger (Grant, Refresh, End, Leases, LastToken) and is
 // safe for concurrent use. The zero DB is not usable; call New.
 type DB struct {
+	*rules
 	mu sync.Mutex // serialises every transaction
 	tx mapTx
 }
@@ -29,168 +34,26 @@ var (
 
 // New returns an empty DB.
 func New() *DB {
-	return &DB{tx: mapTx{resources: map[string]state.Resource{}, entries: map[entryKey]state.Entry{}}}
+	db := &DB{tx: mapTx{resources: map[string]state.Resource{}, entries: map[entryKey]state.Entry{}}}
+	db.rules = state.NewDB("memory", engine{db})
+	return db
 }
 
-// do runs fn as one transaction. The state rules check before they change, so
-// a rejected fn has changed nothing, and maps cannot fail half-way.
-func (db *DB) do(ctx context.Context, fn func(tx state.Tx) error) error {
+// engine implements state.Engine. The state rules check before they change,
+// so a rejected transaction has changed nothing, and maps cannot fail half-way.
+type engine struct{ db *DB }
+
+func (e engine) Update(ctx context.Context, fn func(tx state.Tx) error) error {
+	return e.View(ctx, fn)
+}
+
+func (e engine) View(ctx context.Context, fn func(tx state.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	return fn(&db.tx)
-}
-
-// Put implements fence.Store.
-func (db *DB) Put(ctx context.Context, resource, key string, value []byte, token fence.Token, c fence.Cond) (res fence.WriteResult, err error) {
-	if len(value) > fence.MaxValueSize {
-		return res, fmt.Errorf("memory: put: %w: value is %d bytes", fence.ErrTooLarge, len(value))
-	}
-	if err := validate(resource, key); err != nil {
-		return res, err
-	}
-	value = bytes.Clone(value)
-	err = db.do(ctx, func(tx state.Tx) error {
-		res, err = state.Put(tx, resource, key, value, token, c)
-		return err
-	})
-	return res, wrap("put", err)
-}
-
-// Delete implements fence.Store.
-func (db *DB) Delete(ctx context.Context, resource, key string, token fence.Token, c fence.Cond) (res fence.WriteResult, err error) {
-	if err := validate(resource, key); err != nil {
-		return res, err
-	}
-	err = db.do(ctx, func(tx state.Tx) error {
-		res, err = state.Delete(tx, resource, key, token, c)
-		return err
-	})
-	return res, wrap("delete", err)
-}
-
-// Get implements fence.Store.
-func (db *DB) Get(ctx context.Context, resource, key string) (fence.Item, error) {
-	if err := validate(resource, key); err != nil {
-		return fence.Item{}, err
-	}
-	db.mu.Lock()
-	e, ok, _ := db.tx.Entry(resource, key)
-	db.mu.Unlock()
-	if !ok {
-		return fence.Item{}, fmt.Errorf("memory: get: %w: key %q", fence.ErrNotFound, key)
-	}
-	return fence.Item{Resource: resource, Key: key, Value: bytes.Clone(e.Value), Rev: e.Rev, Token: e.Token}, nil
-}
-
-// Fence implements fence.Store.
-func (db *DB) Fence(ctx context.Context, resource string) (fence.Token, error) {
-	r, err := db.resource(resource)
-	return r.LastFence, err
-}
-
-// LastToken implements fence.Ledger.
-func (db *DB) LastToken(ctx context.Context, resource string) (fence.Token, error) {
-	r, err := db.resource(resource)
-	return r.LastToken, err
-}
-
-func (db *DB) resource(name string) (state.Resource, error) {
-	if err := fence.ValidateResource(name); err != nil {
-		return state.Resource{}, fmt.Errorf("memory: %w", err)
-	}
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	return db.tx.resources[name], nil
-}
-
-// Claim implements fence.Store.
-func (db *DB) Claim(ctx context.Context, resource string, token fence.Token) (res fence.WriteResult, err error) {
-	if err := fence.ValidateResource(resource); err != nil {
-		return res, fmt.Errorf("memory: claim: %w", err)
-	}
-	err = db.do(ctx, func(tx state.Tx) error {
-		res, err = state.Claim(tx, resource, token)
-		return err
-	})
-	return res, wrap("claim", err)
-}
-
-// Txn implements fence.Store.
-func (db *DB) Txn(ctx context.Context, t *fence.Txn) (rev fence.Rev, err error) {
-	if err := state.ValidateTxn(t); err != nil {
-		return 0, fmt.Errorf("memory: txn: %w", err)
-	}
-	c := *t
-	c.Then = make([]fence.Op, len(t.Then))
-	for i, op := range t.Then {
-		op.Value = bytes.Clone(op.Value)
-		c.Then[i] = op
-	}
-	err = db.do(ctx, func(tx state.Tx) error {
-		rev, err = state.Txn(tx, &c)
-		return err
-	})
-	return rev, wrap("txn", err)
-}
-
-// Grant implements fence.Ledger.
-func (db *DB) Grant(ctx context.Context, resource, holder string, ttl time.Duration, expires time.Time) (token fence.Token, err error) {
-	err = db.do(ctx, func(tx state.Tx) error {
-		token, err = state.Grant(tx, resource, holder, ttl, expires)
-		return err
-	})
-	return token, wrap("grant", err)
-}
-
-// Refresh implements fence.Ledger.
-func (db *DB) Refresh(ctx context.Context, resource string, token fence.Token, ttl time.Duration, expires time.Time) (lastFence fence.Token, err error) {
-	err = db.do(ctx, func(tx state.Tx) error {
-		lastFence, err = state.Refresh(tx, resource, token, ttl, expires)
-		return err
-	})
-	return lastFence, wrap("refresh", err)
-}
-
-// End implements fence.Ledger.
-func (db *DB) End(ctx context.Context, resource string, token fence.Token) (lastFence fence.Token, err error) {
-	err = db.do(ctx, func(tx state.Tx) error {
-		lastFence, err = state.End(tx, resource, token)
-		return err
-	})
-	return lastFence, wrap("end", err)
-}
-
-// Leases implements fence.Ledger.
-func (db *DB) Leases(ctx context.Context) ([]fence.Lease, error) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	var leases []fence.Lease
-	for name, r := range db.tx.resources {
-		if l, ok := r.Lease(name); ok {
-			leases = append(leases, l)
-		}
-	}
-	return leases, nil
-}
-
-func validate(resource, key string) error {
-	if err := fence.ValidateResource(resource); err != nil {
-		return fmt.Errorf("memory: %w", err)
-	}
-	if err := fence.ValidateKey(key); err != nil {
-		return fmt.Errorf("memory: %w", err)
-	}
-	return nil
-}
-
-func wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("memory: %s: %w", op, err)
+	e.db.mu.Lock()
+	defer e.db.mu.Unlock()
+	return fn(&e.db.tx)
 }
 
 type entryKey struct{ resource, key string }
@@ -214,7 +77,9 @@ func (t *mapTx) Entry(resource, key string) (state.Entry, bool, error) {
 	return e, ok, nil
 }
 
+// SetEntry keeps a copy of the value: the caller's buffer is not ours.
 func (t *mapTx) SetEntry(resource, key string, e state.Entry) error {
+	e.Value = bytes.Clone(e.Value)
 	t.entries[entryKey{resource, key}] = e
 	return nil
 }
@@ -228,5 +93,14 @@ func (t *mapTx) Rev() (fence.Rev, error) { return t.rev, nil }
 
 func (t *mapTx) SetRev(rev fence.Rev) error {
 	t.rev = rev
+	return nil
+}
+
+func (t *mapTx) Resources(fn func(name string, r state.Resource) error) error {
+	for _, name := range slices.Sorted(maps.Keys(t.resources)) {
+		if err := fn(name, t.resources[name]); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -53,6 +53,9 @@ type Tx interface {
 	Rev() (fence.Rev, error)
 	// SetRev stores the store-wide revision.
 	SetRev(rev fence.Rev) error
+	// Resources calls fn for every resource with state, in byte order of
+	// name, until fn returns an error.
+	Resources(fn func(name string, r Resource) error) error
 }
 
 // IsRejection reports whether err is an answer of the fence rules (a request

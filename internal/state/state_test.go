@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,15 @@ func (t *mapTx) SetRev(rev fence.Rev) error {
 }
 
 // clone returns a deep enough copy of t to compare against later.
+func (t *mapTx) Resources(fn func(name string, r state.Resource) error) error {
+	for _, name := range slices.Sorted(maps.Keys(t.resources)) {
+		if err := fn(name, t.resources[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (t *mapTx) clone() *mapTx {
 	return &mapTx{resources: maps.Clone(t.resources), entries: maps.Clone(t.entries), rev: t.rev}
 }
