@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -298,4 +299,47 @@ func scrape(t *testing.T, url string) map[string]float64 {
 		}
 	}
 	return m
+}
+
+// TestWaiterGoneLeavesQueue checks that a long-polling acquire whose HTTP
+// request is cancelled leaves the queue: the lock goes to the next waiter.
+func TestWaiterGoneLeavesQueue(t *testing.T) {
+	url, _ := newService(t)
+	a := acquireLease(t, url, "q", "A", 60000)
+	ctx, cancel := context.WithCancel(t.Context())
+	bDone := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/locks/q/acquire", strings.NewReader(`{"holder":"B","wait_ms":30000}`))
+		_, err := http.DefaultClient.Do(req)
+		bDone <- err
+	}()
+	waitForWaiters(t, url, 1)
+	cDone := make(chan lease, 1)
+	go func() {
+		var l lease
+		post(http.DefaultClient, url+"/v1/locks/q/acquire", `{"holder":"C","wait_ms":30000}`, nil, &l)
+		cDone <- l
+	}()
+	waitForWaiters(t, url, 2)
+	cancel()
+	if err := <-bDone; err == nil {
+		t.Fatal("B's cancelled request returned no error")
+	}
+	waitForWaiters(t, url, 1) // B left the queue
+	call(t, "POST", url+"/v1/locks/q/release", fmt.Sprintf(`{"token":%d}`, a.Token), nil, nil)
+	if l := <-cDone; l.Holder != "C" || l.Token != a.Token+1 {
+		t.Fatalf("after A's release: %+v, want C with token %d", l, a.Token+1)
+	}
+}
+
+// waitForWaiters waits until the fence_lock_waiters gauge reads n.
+func waitForWaiters(t *testing.T, url string, n float64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for scrape(t, url)["fence_lock_waiters"] != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("fence_lock_waiters never reached %v", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
