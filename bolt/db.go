@@ -45,9 +45,12 @@ type DB struct {
 	closed    bool
 	closeOnce sync.Once
 	closeErr  error
-	opC       chan *op
-	stopC     chan struct{}
-	doneC     chan struct{}
+
+	failMu sync.Mutex
+	failed error // set when a commit failed; changes are refused from then on
+	opC    chan *op
+	stopC  chan struct{}
+	doneC  chan struct{}
 }
 
 var (
@@ -128,6 +131,9 @@ func (db *DB) Close() error {
 
 // Check reports whether the database is open and readable, for readiness probes.
 func (db *DB) Check() error {
+	if err := db.failure(); err != nil {
+		return err
+	}
 	return db.view(func(tx state.Tx) error {
 		_, err := tx.Rev()
 		return err
@@ -150,6 +156,9 @@ func (e engine) View(ctx context.Context, fn func(tx state.Tx) error) error {
 // ctx ends once fn is queued: the outcome would be unknown, and commits are short.
 func (db *DB) update(ctx context.Context, fn func(tx state.Tx) error) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := db.failure(); err != nil {
 		return err
 	}
 	o := &op{fn: fn, doneC: make(chan struct{})}
@@ -195,10 +204,15 @@ func (db *DB) commitLoop() {
 }
 
 // commit applies batch in one transaction. A rejection is that change's own
-// answer; any other failure rolls the whole transaction back, and then each
-// change is retried alone so that one failing change does not fail the others.
+// answer. A change that fails otherwise rolls the whole transaction back, and
+// then each change is retried alone, so that one failing change does not fail
+// the others. A commit that fails is different: bbolt may have written part of
+// it (its meta page is read back from the file), so no change is retried, all
+// get the error, and the store stops taking changes until it is reopened —
+// the answer PostgreSQL gives to a failed fsync.
 func (db *DB) commit(batch []*op) {
 	start := time.Now()
+	applied := false
 	err := db.bdb.Update(func(btx *bbolt.Tx) error {
 		tx := newTx(btx)
 		for _, o := range batch {
@@ -207,22 +221,46 @@ func (db *DB) commit(batch []*op) {
 				return o.err
 			}
 		}
+		applied = true
 		return nil
 	})
 	commitDuration.Observe(time.Since(start).Seconds())
 	commitBatchSize.Observe(float64(len(batch)))
-	if err != nil && len(batch) > 1 {
+	switch {
+	case err != nil && applied:
+		db.fail(fmt.Errorf("bolt: commit failed, outcome unknown: %w", err))
+	case err != nil && len(batch) > 1:
 		for _, o := range batch {
 			db.commit([]*op{o})
 		}
 		return
+	case err != nil:
+		batch[0].err = fmt.Errorf("bolt: %w", err)
+	}
+	if failed := db.failure(); failed != nil {
+		for _, o := range batch {
+			o.err = failed
+		}
 	}
 	for _, o := range batch {
-		if err != nil {
-			o.err = fmt.Errorf("bolt: commit: %w", err)
-		}
 		close(o.doneC)
 	}
+}
+
+// fail puts the store out of service for changes: every later change, and
+// Check, returns err.
+func (db *DB) fail(err error) {
+	db.failMu.Lock()
+	defer db.failMu.Unlock()
+	if db.failed == nil {
+		db.failed = err
+	}
+}
+
+func (db *DB) failure() error {
+	db.failMu.Lock()
+	defer db.failMu.Unlock()
+	return db.failed
 }
 
 // view runs fn in a read-only transaction, or returns fence.ErrClosed.

@@ -23,6 +23,7 @@ type Service struct {
 	mu        sync.Mutex // guards resources and entry.refs; taken before an entry's mu, never after
 	resources map[string]*entry
 	closed    atomic.Bool
+	closeOnce sync.Once
 	wg        sync.WaitGroup // one count per reference to an entry (a call in flight)
 
 	// ctx is the service's own, for ledger changes made on nobody's behalf
@@ -98,36 +99,47 @@ func (s *Service) Open(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the service: waiting acquires return fence.ErrClosed, calls in
-// flight finish, and expiry timers stop. It does not close the ledger.
+// Close stops the service: waiting acquires and calls that arrive later
+// return fence.ErrClosed, calls in flight finish, and expiry timers stop.
+// Leases stay recorded in the ledger, to be restored by the next Open. It does
+// not close the ledger. Every call returns after the first has finished.
 func (s *Service) Close() error {
-	if s.closed.Swap(true) {
-		return nil
-	}
-	s.mu.Lock()
-	entries := make([]*entry, 0, len(s.resources))
-	for _, e := range s.resources {
-		entries = append(entries, e)
-	}
-	s.mu.Unlock()
-	for _, e := range entries {
-		e.mu.Lock()
-		if e.timer != nil {
-			e.timer.Stop()
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.mu.Lock()
+		entries := make([]*entry, 0, len(s.resources))
+		for _, e := range s.resources {
+			entries = append(entries, e)
 		}
-		if e.lease != nil {
-			leasesHeld.Dec()
+		s.mu.Unlock()
+		// A call that takes e.mu after this loop has passed e finds the
+		// service closed; one that held it before has finished its change.
+		for _, e := range entries {
+			e.mu.Lock()
+			if e.lease != nil {
+				clearLeaseLocked(e)
+			}
+			for _, w := range e.queue {
+				w.resultC <- result{err: fence.ErrClosed}
+				waiters.Dec()
+			}
+			e.queue = nil
+			e.mu.Unlock()
 		}
-		for _, w := range e.queue {
-			w.resultC <- result{err: fence.ErrClosed}
-			waiters.Dec()
+		s.wg.Wait()
+		if s.cancel != nil {
+			s.cancel()
 		}
-		e.queue = nil
+	})
+	return nil
+}
+
+// lockEntry locks e for a change, unless the service is closed.
+func (s *Service) lockEntry(e *entry) error {
+	e.mu.Lock()
+	if s.closed.Load() {
 		e.mu.Unlock()
-	}
-	s.wg.Wait()
-	if s.cancel != nil {
-		s.cancel()
+		return fence.ErrClosed
 	}
 	return nil
 }
@@ -178,7 +190,9 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 	}
 	defer s.unref(resource, e)
 
-	e.mu.Lock()
+	if err := s.lockEntry(e); err != nil {
+		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
+	}
 	now := time.Now()
 	s.expireLocked(resource, e, now)
 	switch {
@@ -195,9 +209,6 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 		err := s.heldErrorLocked(resource, e, now)
 		e.mu.Unlock()
 		return fence.Lease{}, err
-	case s.closed.Load():
-		e.mu.Unlock()
-		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, fence.ErrClosed)
 	}
 	w := &waiter{ctx: ctx, holder: holder, ttl: ttl, resultC: make(chan result, 1)}
 	e.queue = append(e.queue, w)
@@ -234,10 +245,10 @@ func (s *Service) await(ctx context.Context, resource string, e *entry, w *waite
 	// The hand-off took w out of the queue before we could: its result is sent.
 	r := <-w.resultC
 	if r.err == nil && cause != nil {
-		// Nobody will use this lease: pass the lock on now rather than at expiry.
-		if err := s.Release(s.ctx, resource, r.lease.Token); err != nil {
-			s.Logger.Warn("release of an abandoned grant failed", "resource", resource, "token", uint64(r.lease.Token), "error", err)
-		}
+		// Granted in the instant the caller left. Releasing here could end a
+		// lease that a retry by the same holder has just been given, so the
+		// lease runs out its TTL instead (the hand-off releases grants whose
+		// callers had all gone before it answered them).
 		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, cause)
 	}
 	return r.lease, r.err
@@ -264,7 +275,9 @@ func (s *Service) Renew(ctx context.Context, resource string, token fence.Token,
 		return fence.Lease{}, fmt.Errorf("lock: renew %q: %w", resource, err)
 	}
 	defer s.unref(resource, e)
-	e.mu.Lock()
+	if err := s.lockEntry(e); err != nil {
+		return fence.Lease{}, fmt.Errorf("lock: renew %q: %w", resource, err)
+	}
 	defer e.mu.Unlock()
 	now := time.Now()
 	s.expireLocked(resource, e, now)
@@ -284,7 +297,9 @@ func (s *Service) Release(ctx context.Context, resource string, token fence.Toke
 		return fmt.Errorf("lock: release %q: %w", resource, err)
 	}
 	defer s.unref(resource, e)
-	e.mu.Lock()
+	if err := s.lockEntry(e); err != nil {
+		return fmt.Errorf("lock: release %q: %w", resource, err)
+	}
 	defer e.mu.Unlock()
 	s.expireLocked(resource, e, time.Now())
 	if err := leaseLostLocked(resource, e, token); err != nil {
@@ -313,7 +328,9 @@ func (s *Service) Status(ctx context.Context, resource string) (fence.LockStatus
 		return fence.LockStatus{}, fmt.Errorf("lock: status %q: %w", resource, err)
 	}
 	defer s.unref(resource, e)
-	e.mu.Lock()
+	if err := s.lockEntry(e); err != nil {
+		return fence.LockStatus{}, fmt.Errorf("lock: status %q: %w", resource, err)
+	}
 	s.expireLocked(resource, e, time.Now())
 	st := fence.LockStatus{Resource: resource}
 	if e.lease != nil {
@@ -388,7 +405,9 @@ func (s *Service) expire(resource string) {
 		return // closed
 	}
 	defer s.unref(resource, e)
-	e.mu.Lock()
+	if s.lockEntry(e) != nil {
+		return // closed
+	}
 	defer e.mu.Unlock()
 	s.expireLocked(resource, e, time.Now())
 }
@@ -399,22 +418,15 @@ func (s *Service) expireLocked(resource string, e *entry, now time.Time) {
 	if e.lease == nil || now.Before(e.lease.Expires) {
 		return
 	}
-	l := *e.lease
-	clearLeaseLocked(e)
 	expirationsTotal.Inc()
-	// Recording the end is bookkeeping: the lease is over either way, and the
-	// next grant overwrites the record. A failure is logged, not returned.
-	lastFence, err := s.ledger.End(s.ctx, resource, l.Token)
-	if err != nil {
-		s.Logger.Error("recording an expiry failed", "resource", resource, "token", uint64(l.Token), "error", err)
-	}
-	s.log("lock expired", l, lastFence)
+	s.endLocked(resource, e, "lock expired")
 	s.handOffLocked(resource, e)
 }
 
 // handOffLocked grants a free resource to the first waiter still waiting.
 // Later waiters with the same holder are retries of that acquire and get the
-// same lease.
+// same lease. A grant whose requests have all gone while it was being
+// recorded is released at once, so that it does not block the queue for a TTL.
 func (s *Service) handOffLocked(resource string, e *entry) {
 	for e.lease == nil && len(e.queue) > 0 {
 		w := e.queue[0]
@@ -425,21 +437,48 @@ func (s *Service) handOffLocked(resource string, e *entry) {
 			continue
 		}
 		l, err := s.grantLocked(s.ctx, resource, e, w.holder, w.ttl)
-		w.resultC <- result{lease: l, err: err}
 		if err != nil {
+			w.resultC <- result{err: err}
 			continue
 		}
+		served := []*waiter{w}
 		rest := e.queue[:0]
 		for _, q := range e.queue {
 			if q.holder == w.holder {
-				q.resultC <- result{lease: l}
+				served = append(served, q)
 				waiters.Dec()
 			} else {
 				rest = append(rest, q)
 			}
 		}
 		e.queue = rest
+		live := false
+		for _, q := range served {
+			live = live || q.ctx.Err() == nil
+		}
+		if !live {
+			s.endLocked(resource, e, "abandoned grant released")
+		}
+		for _, q := range served {
+			if err := q.ctx.Err(); err != nil {
+				q.resultC <- result{err: fmt.Errorf("lock: acquire %q: %w", resource, err)}
+			} else {
+				q.resultC <- result{lease: l}
+			}
+		}
 	}
+}
+
+// endLocked ends the current lease in the ledger and in memory. A failure to
+// record it is logged: the next grant overwrites the record anyway.
+func (s *Service) endLocked(resource string, e *entry, msg string) {
+	l := *e.lease
+	clearLeaseLocked(e)
+	lastFence, err := s.ledger.End(s.ctx, resource, l.Token)
+	if err != nil {
+		s.Logger.Error("recording the end of a lease failed", "resource", resource, "token", uint64(l.Token), "error", err)
+	}
+	s.log(msg, l, lastFence)
 }
 
 func (s *Service) heldErrorLocked(resource string, e *entry, now time.Time) error {

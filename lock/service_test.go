@@ -19,7 +19,12 @@ import (
 
 func open(t *testing.T, db *memory.DB) *lock.Service {
 	t.Helper()
-	s := lock.NewService(db)
+	return openLedger(t, db)
+}
+
+func openLedger(t *testing.T, ledger fence.Ledger) *lock.Service {
+	t.Helper()
+	s := lock.NewService(ledger)
 	s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if err := s.Open(t.Context()); err != nil {
 		t.Fatal(err)
