@@ -15,8 +15,8 @@ func envName(flagName string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// parseFlags parses args, then sets every flag that the command line left
-// alone from its environment twin, if that is set.
+// parseFlags parses args, which must be flags only, then applies the
+// environment twins.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -27,6 +27,12 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	if fs.NArg() > 0 {
 		return &usageError{fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
 	}
+	return applyEnv(fs)
+}
+
+// applyEnv sets every flag that the command line left alone from its
+// environment twin, if that is set.
+func applyEnv(fs *flag.FlagSet) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error

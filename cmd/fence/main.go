@@ -1,10 +1,10 @@
-// Command fence is the fence lock service and its tools.
+// Command fence is the fence lock service and its tools: the server, a CLI
+// for every API call, `fence lock` to run a command under a lock, `fence demo`
+// and `fence bench`.
 //
-//	fence serve [flags]    run the lock service and the fenced storage
-//	fence version          print the version
-//
-// Every flag has an environment twin: --listen is FENCE_LISTEN, --read-timeout
-// is FENCE_READ_TIMEOUT. A flag given on the command line wins over its twin.
+// Every flag has an environment twin: --addr is FENCE_ADDR, --read-timeout is
+// FENCE_READ_TIMEOUT. A flag given on the command line wins over its twin.
+// Exit codes are listed in exit.go and in `fence --help`.
 package main
 
 import (
@@ -19,53 +19,97 @@ import (
 	"syscall"
 )
 
-const usage = `fence: a lock service that issues fencing tokens, and storage that enforces them.
+// command is one subcommand of fence.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdio stdio) error
+}
 
-Usage:
-  fence serve [flags]    run the lock service and the fenced storage (see fence serve --help)
-  fence version          print the version
+// stdio is a command's standard streams.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
 
-Every flag has an environment twin FENCE_<FLAG>, e.g. --listen and FENCE_LISTEN.
-`
+// commands lists every subcommand, in the order of the usage text.
+var commands = []struct {
+	name string
+	command
+}{
+	{"serve", command{"run the lock service and the fenced storage", serve}},
+	{"lock", command{"run a command under a lock, with its token in FENCE_TOKEN", lockCmd}},
+	{"acquire", command{"acquire a lock and print the lease", acquireCmd}},
+	{"renew", command{"renew a lease", renewCmd}},
+	{"release", command{"release a lease", releaseCmd}},
+	{"status", command{"print a lock's status", statusCmd}},
+	{"put", command{"write a value with a fencing token", putCmd}},
+	{"get", command{"read a value", getCmd}},
+	{"delete", command{"delete a key with a fencing token", deleteCmd}},
+	{"fence", command{"read a resource's fence, or claim it with --token", fenceCmd}},
+	{"txn", command{"apply a transaction read as JSON from stdin", txnCmd}},
+	{"demo", command{"show a stale holder fenced off, with and without fencing", demo}},
+	{"bench", command{"measure a fence deployment under load", bench}},
+	{"version", command{"print the version", versionCmd}},
+}
+
+func usage() string {
+	s := "fence: a lock service that issues fencing tokens, and storage that enforces them.\n\nUsage:\n  fence COMMAND [flags] [args]\n\nCommands:\n"
+	for _, c := range commands {
+		s += fmt.Sprintf("  %-9s %s\n", c.name, c.summary)
+	}
+	return s + `
+Every flag has an environment twin FENCE_<FLAG>, e.g. --addr and FENCE_ADDR.
+Run 'fence COMMAND --help' for a command's flags and examples.
+
+` + exitCodesHelp
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(ctx, os.Args[1:], stdio{os.Stdin, os.Stdout, os.Stderr}))
 }
 
 // run executes the command line args and returns the process's exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, io stdio) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
+		fmt.Fprint(io.err, usage())
+		return exitUsage
 	}
-	var err error
 	switch args[0] {
-	case "serve":
-		err = serve(ctx, args[1:], stderr)
-	case "version", "--version":
-		fmt.Fprintln(stdout, "fence", version())
-		return 0
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "fence: unknown command %q\n\n%s", args[0], usage)
-		return 2
+		fmt.Fprint(io.out, usage())
+		return exitOK
+	case "--version":
+		args[0] = "version"
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "fence:", err)
-		var usageErr *usageError
-		if errors.As(err, &usageErr) {
-			return 2
+	for _, c := range commands {
+		if c.name == args[0] {
+			return exitCode(io.err, c.run(ctx, args[1:], io))
 		}
-		return 1
 	}
-	return 0
+	fmt.Fprintf(io.err, "fence: unknown command %q\n\n%s", args[0], usage())
+	return exitUsage
+}
+
+// exitCode reports err on stderr and maps it to the process's exit code.
+func exitCode(stderr io.Writer, err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	var exit *exitError
+	if errors.As(err, &exit) {
+		if exit.err != nil {
+			fmt.Fprintln(stderr, "fence:", exit.err)
+		}
+		return exit.code
+	}
+	fmt.Fprintln(stderr, "fence:", err)
+	var usageErr *usageError
+	if errors.As(err, &usageErr) {
+		return exitUsage
+	}
+	return exitFailure
 }
 
 // usageError is a bad command line: exit code 2.
@@ -73,6 +117,28 @@ type usageError struct{ err error }
 
 func (e *usageError) Error() string { return e.err.Error() }
 func (e *usageError) Unwrap() error { return e.err }
+
+// exitError asks for a specific exit code; err, if not nil, is printed.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+
+func versionCmd(ctx context.Context, args []string, io stdio) error {
+	if len(args) > 0 {
+		return &usageError{fmt.Errorf("version: unexpected argument %q", args[0])}
+	}
+	fmt.Fprintln(io.out, "fence", version())
+	return nil
+}
 
 func version() string {
 	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {

@@ -84,7 +84,8 @@ Flags (each has an environment twin FENCE_<FLAG>, e.g. FENCE_READ_TIMEOUT):
 }
 
 // serve runs the service until ctx is cancelled (SIGINT, SIGTERM).
-func serve(ctx context.Context, args []string, stderr io.Writer) error {
+func serve(ctx context.Context, args []string, stdio stdio) error {
+	stderr := stdio.err
 	var cfg serveConfig
 	if err := parseFlags(serveFlags(&cfg, stderr), args); err != nil {
 		return err

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// DefaultAddr is the server the client commands talk to unless told otherwise.
+const DefaultAddr = "http://127.0.0.1:7700"
+
+// clientConfig holds the flags every client command shares.
+type clientConfig struct {
+	Addr   string // the server's base URL
+	Output string // "text" or "json"
+}
+
+// newFlagSet returns a flag set for command name whose --help prints synopsis,
+// the flags and examples.
+func newFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s\n\n", synopsis)
+		if examples != "" {
+			fmt.Fprintf(fs.Output(), "Examples:\n%s\n", examples)
+		}
+		fmt.Fprintln(fs.Output(), "Flags (each has an environment twin FENCE_<FLAG>):")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// addClientFlags adds --addr and -o to fs.
+func addClientFlags(fs *flag.FlagSet, cfg *clientConfig) {
+	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "base `URL` of the fence server")
+	fs.StringVar(&cfg.Output, "o", "text", "output `format`: text or json (also --output, FENCE_OUTPUT)")
+	fs.StringVar(&cfg.Output, "output", "text", "output `format`: text or json")
+}
+
+// validateOutput checks -o.
+func (c *clientConfig) validateOutput() error {
+	if c.Output != "text" && c.Output != "json" {
+		return &usageError{fmt.Errorf("-o %q: want text or json", c.Output)}
+	}
+	return nil
+}
+
+// parseArgs parses flags given anywhere among the positional arguments (so
+// that `fence lock orders --ttl 5s -- cmd` works), applies environment twins,
+// and returns the positional arguments and, if "--" was given, the words after it.
+func parseArgs(fs *flag.FlagSet, args []string) (positional, command []string, dashdash bool, err error) {
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if err == flag.ErrHelp {
+				return nil, nil, false, err
+			}
+			return nil, nil, false, &usageError{err}
+		}
+		left := fs.Args()
+		consumed := len(rest) - len(left)
+		if consumed > 0 && rest[consumed-1] == "--" {
+			command, dashdash = left, true
+			break
+		}
+		if len(left) == 0 {
+			break
+		}
+		positional = append(positional, left[0])
+		rest = left[1:]
+	}
+	if err := applyEnv(fs); err != nil {
+		return nil, nil, false, err
+	}
+	return positional, command, dashdash, nil
+}
+
+// wantArgs checks the number of positional arguments.
+func wantArgs(name string, positional []string, names ...string) error {
+	if len(positional) != len(names) {
+		return &usageError{fmt.Errorf("%s: want %d argument(s) (%s), got %d", name, len(names), strings.Join(names, " "), len(positional))}
+	}
+	return nil
+}
+
+// printJSON writes v as one line of JSON.
+func printJSON(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
+}
