@@ -38,6 +38,3 @@ func txnCmd(ctx context.Context, args []string, io stdio) error {
 func demo(ctx context.Context, args []string, io stdio) error {
 	return errors.New("not implemented yet")
 }
-func bench(ctx context.Context, args []string, io stdio) error {
-	return errors.New("not implemented yet")
-}

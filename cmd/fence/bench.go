@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	// Named load: the subcommand's function is bench, as in the commands table.
+	load "github.com/fence-lock/fence/internal/bench"
+)
+
+const benchSynopsis = `fence bench [--workload cycle|write|contended] [--clients N] [--resources M] [--duration D] [flags]
+
+Measures a running fence server: a closed-loop load generator (each client
+sends its next request when the previous one is answered, each on its own
+HTTP connection), then a report of operations per second, latency per step
+(p50, p99, p99.9) and every error, counted by its problem code ("network" or
+"timeout" when the request got no answer). Run it against a deployment, not
+against a server that holds data you care about: it writes the key --key in
+the resources bench-0 ... bench-<M-1>.
+
+Workloads:
+  cycle      each client loops acquire → PUT with the token in Fencing-Token →
+             release, on resource bench-<i mod M>; one operation is one cycle.
+             With M >= N (the default) each client has a resource of its own.
+  write      each client acquires the resources it owns (bench-j with
+             j mod N == i; needs M >= N) once, renews them every ttl/3, and
+             loops fenced PUTs, re-acquiring a resource whose write is fenced
+             or whose lease is lost; one operation is one accepted write.
+  contended  the cycle with a blocking acquire (--wait, default 10s), all
+             clients on M resources (default 1): the lock changes hands. One
+             operation is one acquisition; the acquire step is the wait for
+             the lock.
+
+Every run checks, in process, that the lock service and the storage kept
+their promises: "overlaps" counts grants while another client of the run
+still held an unexpired lease on the resource, "regressions" counts writes
+accepted with a lower token than a write already accepted on it. Both must
+be 0; "fenced" (writes rejected as stale) is 0 unless a lease expired.
+
+The run lasts --warmup (not counted) plus --duration, or until SIGINT; the
+report is printed either way. A live progress line goes to stderr (see
+--progress). Exit status 0 when the run completed, even with errors (they are
+in the report); 1 when no operation succeeded.
+
+Report with -o json: one JSON object on stdout, with the members
+  workload, addr, clients, resources, ttl_ms, wait_ms, value_size, key
+                       the run's settings
+  warmup_s, duration_s the warm-up and the time measured, in seconds
+  interrupted          true if SIGINT ended the run early
+  ops, ops_per_s       operations completed in the measured time: cycles
+                       (cycle, contended) or accepted writes (write)
+  acquisitions, acquisitions_per_s
+                       acquires granted in the measured time
+  handoffs             acquisitions where the previous grant of the resource
+                       went to another client
+  client_ops_min, client_ops_max
+                       the fewest and most operations of one client (fairness)
+  latency_ms           per step: {"count", "mean", "p50", "p99", "p999", "max"}
+                       in milliseconds (quantiles within 1%), for "acquire",
+                       "write", "release" and "cycle" (cycle, contended) or
+                       "acquire", "write" and "renew" (write)
+  errors               {code: count} of failed requests in the measured time,
+                       e.g. {"lock_held": 3, "timeout": 1}; {} if none
+  errors_total         their sum
+  error_samples        {code: the first error message of that code}
+  fenced, overlaps, regressions
+                       the checks above
+  expired_leases       grants while another client had not released a lease
+                       that may have expired: legitimate, the cause of fenced`
+
+const benchExamples = `  fence bench --addr http://127.0.0.1:7700
+  fence bench --workload cycle --clients 16 --duration 30s
+  fence bench --workload contended --clients 16 --resources 1 -o json
+  FENCE_ADDR=http://fence.internal:7700 fence bench --workload write --clients 8
+`
+
+// benchConfig is the command line of fence bench.
+type benchConfig struct {
+	clientConfig
+	load.Config
+	resourcesSet bool   // --resources was given
+	waitSet      bool   // --wait was given
+	progress     string // --progress: auto, always or never
+}
+
+func benchFlags(cfg *benchConfig, stderr io.Writer) *flag.FlagSet {
+	fs := newFlagSet("bench", benchSynopsis, benchExamples, stderr)
+	addClientFlags(fs, &cfg.clientConfig)
+	fs.Func("workload", "`name` of the workload: cycle, write or contended (default cycle)", func(s string) error {
+		if !slices.Contains(load.Workloads, load.Workload(s)) {
+			return errors.New("want cycle, write or contended")
+		}
+		cfg.Workload = load.Workload(s)
+		return nil
+	})
+	cfg.Workload = load.Cycle
+	fs.IntVar(&cfg.Clients, "clients", 1, "number `N` of concurrent clients, each on its own connection")
+	fs.Func("resources", "number `M` of resources bench-0..bench-<M-1> (default: --clients; 1 for contended)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return errors.New("want an integer")
+		}
+		if n < 1 {
+			return errors.New("want at least 1")
+		}
+		cfg.Resources, cfg.resourcesSet = n, true
+		return nil
+	})
+	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long to measure, after the warm-up")
+	fs.DurationVar(&cfg.Warmup, "warmup", load.DefaultWarmup, "how long to run before measuring (not counted)")
+	fs.DurationVar(&cfg.TTL, "ttl", load.DefaultTTL, "TTL of every lease")
+	fs.Func("wait", "`duration` an acquire waits for a held lock, wait_ms (default 0; 10s for contended)", func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return errors.New("want a duration such as 10s")
+		}
+		cfg.Wait, cfg.waitSet = d, true
+		return nil
+	})
+	fs.IntVar(&cfg.ValueSize, "value-size", load.DefaultValueSize, "size in `bytes` of the value of every PUT")
+	fs.DurationVar(&cfg.Timeout, "timeout", load.DefaultTimeout, "time limit of each request (an acquire gets --wait on top)")
+	fs.StringVar(&cfg.Key, "key", load.DefaultKey, "`key` written in each resource (may contain '/')")
+	fs.StringVar(&cfg.progress, "progress", "auto", "`mode` of the live progress line on stderr: auto (when stderr is a terminal), always or never")
+	return fs
+}
+
+// validate completes cfg with the defaults that depend on the workload and
+// checks it.
+func (cfg *benchConfig) validate() error {
+	if err := cfg.validateOutput(); err != nil {
+		return err
+	}
+	if !cfg.resourcesSet {
+		cfg.Resources = cfg.Clients
+		if cfg.Workload == load.Contended {
+			cfg.Resources = 1
+		}
+	}
+	if !cfg.waitSet && cfg.Workload == load.Contended {
+		cfg.Wait = load.DefaultWait
+	}
+	switch {
+	case cfg.progress != "auto" && cfg.progress != "always" && cfg.progress != "never":
+		return &usageError{fmt.Errorf("bench: --progress %q: want auto, always or never", cfg.progress)}
+	case cfg.Timeout <= 0: // load.Config would take 0 for its default
+		return &usageError{fmt.Errorf("bench: --timeout %s: want a positive duration", cfg.Timeout)}
+	case cfg.TTL <= 0:
+		return &usageError{fmt.Errorf("bench: --ttl %s: want 10ms to 24h", cfg.TTL)}
+	case cfg.Key == "":
+		return &usageError{errors.New("bench: --key is empty")}
+	}
+	cfg.Config.Addr = cfg.clientConfig.Addr
+	if err := cfg.Config.Validate(); err != nil {
+		return &usageError{fmt.Errorf("bench: %w", err)}
+	}
+	return nil
+}
+
+// bench runs a load against a fence server and prints the report.
+func bench(ctx context.Context, args []string, io stdio) error {
+	var cfg benchConfig
+	fs := benchFlags(&cfg, io.err)
+	positional, _, dashdash, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if dashdash {
+		return &usageError{errors.New("bench: unexpected --")}
+	}
+	if err := wantArgs("bench", positional); err != nil {
+		return err
+	}
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+
+	var line *progressLine
+	if cfg.progress == "always" || cfg.progress == "auto" && isTerminal(io.err) {
+		line = &progressLine{w: io.err, terminal: isTerminal(io.err)}
+		cfg.Config.Progress = line.show
+	}
+	rep, err := load.Run(ctx, cfg.Config)
+	line.finish()
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if cfg.Output == "json" {
+		err = printJSON(io.out, rep)
+	} else {
+		err = rep.WriteText(io.out)
+	}
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if rep.Ops == 0 {
+		return fmt.Errorf("bench: no operation succeeded%s", firstError(rep))
+	}
+	return nil
+}
+
+// firstError describes the most frequent error of rep, if any.
+func firstError(rep *load.Report) string {
+	code, most := "", int64(0)
+	for c, n := range rep.Errors {
+		if n > most || n == most && c < code {
+			code, most = c, n
+		}
+	}
+	if code == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (%d errors; %d %s, e.g. %s)", rep.ErrorsTotal, most, code, rep.ErrorSamples[code])
+}
+
+// progressLine writes the live progress of a run. On a terminal it rewrites
+// one line with '\r'; elsewhere it writes one line per update.
+type progressLine struct {
+	w        io.Writer
+	terminal bool
+	width    int // of the longest line shown, to blank it out
+}
+
+func (p *progressLine) show(s load.Progress) {
+	var text string
+	if s.Warmup {
+		text = fmt.Sprintf("%5.1fs  warming up", s.Elapsed.Seconds())
+	} else {
+		rate := 0.0
+		if s.Elapsed > 0 {
+			rate = float64(s.Ops) / s.Elapsed.Seconds()
+		}
+		text = fmt.Sprintf("%5.1fs  %d ops  %.0f ops/s  errors %d", s.Elapsed.Seconds(), s.Ops, rate, s.Errors)
+	}
+	if !p.terminal {
+		fmt.Fprintln(p.w, text)
+		return
+	}
+	pad := max(p.width-len(text), 0)
+	p.width = max(p.width, len(text))
+	fmt.Fprintf(p.w, "\r%s%s", text, strings.Repeat(" ", pad))
+}
+
+// finish blanks the progress line out, so that the report starts clean.
+func (p *progressLine) finish() {
+	if p == nil || !p.terminal || p.width == 0 {
+		return
+	}
+	fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.width))
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

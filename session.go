@@ -1,0 +1,244 @@
+package fence
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Errors with which a Session ends, besides *LeaseLostError.
+var (
+	// ErrLeaseExpired means no renewal succeeded before the lease's local
+	// deadline: the lock service may have given the lock to someone else.
+	ErrLeaseExpired = errors.New("fence: lease expired before a renewal succeeded")
+	// ErrReleased means the session's lease was released by its owner.
+	ErrReleased = errors.New("fence: lease released")
+)
+
+// Session is a lease that keeps itself alive: it renews about every TTL/3 and
+// declares the lease lost by its own monotonic clock when no renewal has
+// succeeded by the lease's local deadline (the TTL minus a safety margin,
+// counted from when the last successful request was sent), without waiting
+// for the server, which may be unreachable. A lease_lost answer ends it at
+// once. It never re-acquires.
+//
+// Work done under the lease should use Context (cancelled when the lease
+// ends) and carry Token on every write, so that the storage rejects it once a
+// newer holder exists. A Session needs only a Locker, so it works the same in
+// process and over HTTP. It is safe for concurrent use.
+type Session struct {
+	locker Locker
+	lease  Lease // Token, Resource, Holder and TTL are fixed; Expires follows renewals
+	margin time.Duration
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex // guards lease.Expires and deadline
+	deadline time.Time  // local: the lease is surely held before it
+
+	stopOnce sync.Once
+	stopC    chan struct{}
+	loopCtx  context.Context // for renewals; cancelled by Release
+	loopStop context.CancelFunc
+	loopDone chan struct{}
+}
+
+// SessionOption configures NewSession.
+type SessionOption func(*sessionConfig)
+
+type sessionConfig struct {
+	ttl, wait, margin time.Duration
+	holder            string
+}
+
+// WithTTL sets the lease's TTL. Default: DefaultTTL.
+func WithTTL(ttl time.Duration) SessionOption { return func(c *sessionConfig) { c.ttl = ttl } }
+
+// WithWait sets how long to wait for the lock if another holder has it.
+// Default: 0, fail at once with *LockHeldError.
+func WithWait(wait time.Duration) SessionOption { return func(c *sessionConfig) { c.wait = wait } }
+
+// WithHolder sets the holder id. Default: a new random id per session (NewHolderID).
+func WithHolder(holder string) SessionOption { return func(c *sessionConfig) { c.holder = holder } }
+
+// WithSafetyMargin sets how long before the TTL runs out the session
+// declares the lease lost, to allow for clocks that run at different rates.
+// Default: a tenth of the TTL.
+func WithSafetyMargin(d time.Duration) SessionOption {
+	return func(c *sessionConfig) { c.margin = d }
+}
+
+// NewHolderID returns a random holder id, unique with overwhelming probability.
+func NewHolderID() string {
+	b := make([]byte, 12)
+	rand.Read(b) // never fails (crypto/rand)
+	return "h-" + hex.EncodeToString(b)
+}
+
+// NewSession acquires resource through locker and keeps the lease alive until
+// Release or loss. ctx bounds the acquire only; the session's own Context
+// keeps ctx's values but not its cancellation.
+func NewSession(ctx context.Context, locker Locker, resource string, opts ...SessionOption) (*Session, error) {
+	c := sessionConfig{ttl: DefaultTTL}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.holder == "" {
+		c.holder = NewHolderID()
+	}
+	if c.margin == 0 {
+		c.margin = c.ttl / 10
+	}
+	if c.margin < 0 || c.margin >= c.ttl {
+		return nil, fmt.Errorf("%w: safety margin %s must be in [0, ttl %s)", ErrBadRequest, c.margin, c.ttl)
+	}
+	sent := time.Now()
+	l, err := locker.Acquire(ctx, resource, c.holder, c.ttl, c.wait)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{locker: locker, lease: l, margin: c.margin, stopC: make(chan struct{}), loopDone: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	s.loopCtx, s.loopStop = context.WithCancel(s.ctx)
+	s.deadline = sent.Add(l.TTL - c.margin)
+	if time.Since(sent) > c.margin {
+		// The grant happened at some unknown moment during a long acquire
+		// (a wait, a slow network): count from a renewal instead.
+		if err := s.renew(ctx); err != nil {
+			s.cancel(err)
+			s.loopStop()
+			close(s.loopDone)
+			return nil, fmt.Errorf("fence: renewing a lease just acquired: %w", err)
+		}
+	}
+	go s.keepalive()
+	return s, nil
+}
+
+// Resource returns the locked resource.
+func (s *Session) Resource() string { return s.lease.Resource }
+
+// Holder returns the holder id the lease was granted to.
+func (s *Session) Holder() string { return s.lease.Holder }
+
+// Token returns the lease's fencing token. Send it with every write.
+func (s *Session) Token() Token { return s.lease.Token }
+
+// TTL returns the lease's time to live.
+func (s *Session) TTL() time.Duration { return s.lease.TTL }
+
+// Deadline returns the local deadline: by this process's clock, the lease is
+// surely held before it, unless the server said otherwise.
+func (s *Session) Deadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadline
+}
+
+// Lease returns the lease as the server last described it.
+func (s *Session) Lease() Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lease
+}
+
+// Done returns a channel that is closed when the lease ends: lost, expired
+// or released.
+func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
+
+// Context returns a context that is cancelled when the lease ends; its
+// context.Cause is Err.
+func (s *Session) Context() context.Context { return s.ctx }
+
+// Err returns nil while the lease is held, and then why it ended: a
+// *LeaseLostError (the server said so), ErrLeaseExpired (no renewal in time,
+// wrapping the last renewal's error) or ErrReleased.
+func (s *Session) Err() error {
+	if s.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(s.ctx)
+}
+
+// Release stops the renewals and releases the lease. It returns nil when the
+// lease is no longer held — released now, or ended before (see Err) — and an
+// error when the release's outcome is unknown (the lease then expires by its TTL).
+func (s *Session) Release(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		close(s.stopC)
+		s.loopStop() // a renewal in flight gives up at once
+	})
+	<-s.loopDone
+	if s.ctx.Err() != nil {
+		return nil
+	}
+	err := s.locker.Release(ctx, s.lease.Resource, s.lease.Token)
+	if err != nil && !errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	s.cancel(ErrReleased)
+	return nil
+}
+
+// renew renews the lease once and, on success, moves the local deadline.
+func (s *Session) renew(ctx context.Context) error {
+	sent := time.Now()
+	ctx, cancel := context.WithDeadline(ctx, s.Deadline())
+	defer cancel()
+	l, err := s.locker.Renew(ctx, s.lease.Resource, s.lease.Token, s.lease.TTL)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.lease.Expires = l.Expires
+	s.deadline = sent.Add(s.lease.TTL - s.margin)
+	s.mu.Unlock()
+	return nil
+}
+
+// keepalive renews every TTL/3 until Release, a lease_lost answer, or the
+// local deadline passing without a successful renewal.
+func (s *Session) keepalive() {
+	defer close(s.loopDone)
+	interval := s.lease.TTL / 3
+	retry := max(s.lease.TTL/20, time.Millisecond)
+	next := time.NewTimer(interval)
+	defer next.Stop()
+	expiry := time.NewTimer(time.Until(s.Deadline()))
+	defer expiry.Stop()
+	var lastErr error
+	for {
+		select {
+		case <-s.stopC:
+			return
+		case <-expiry.C:
+		case <-next.C:
+		}
+		if !time.Now().Before(s.Deadline()) {
+			// Also after this process was frozen: whichever timer fired,
+			// the deadline decides.
+			s.cancel(fmt.Errorf("%w (last renewal: %v)", ErrLeaseExpired, lastErr))
+			return
+		}
+		err := s.renew(s.loopCtx)
+		switch {
+		case s.loopCtx.Err() != nil:
+			return // Release
+		case err == nil:
+			lastErr = nil
+			next.Reset(interval)
+			expiry.Reset(time.Until(s.Deadline()))
+		case errors.Is(err, ErrLeaseLost):
+			s.cancel(err)
+			return
+		default:
+			lastErr = err
+			next.Reset(retry)
+		}
+	}
+}
