@@ -534,3 +534,9 @@ func decodeBase64(s string) ([]byte, error) {
 	}
 	return base64.StdEncoding.Strict().DecodeString(s)
 }
+
+// ParseTxn decodes the JSON body of POST /v1/txn with the server's own strict
+// rules, so that a client can reject a bad transaction before sending it.
+// Errors wrap the fence sentinel of their API code (fence.ErrBadRequest,
+// fence.ErrTooLarge, fence.ErrFenceRequired, fence.ErrInvalidToken).
+func ParseTxn(data []byte) (*fence.Txn, error) { return decodeTxn(data) }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -100,16 +101,25 @@ func exitCode(stderr io.Writer, err error) int {
 	var exit *exitError
 	if errors.As(err, &exit) {
 		if exit.err != nil {
-			fmt.Fprintln(stderr, "fence:", exit.err)
+			report(stderr, exit.err)
 		}
 		return exit.code
 	}
-	fmt.Fprintln(stderr, "fence:", err)
+	report(stderr, err)
 	var usageErr *usageError
 	if errors.As(err, &usageErr) {
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// report prints err on stderr, prefixed with "fence:" once.
+func report(stderr io.Writer, err error) {
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "fence: ") {
+		msg = "fence: " + msg
+	}
+	fmt.Fprintln(stderr, msg)
 }
 
 // usageError is a bad command line: exit code 2.

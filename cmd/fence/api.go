@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/httpapi"
+)
+
+// The commands in this file are one API call each. --token has the
+// environment twin FENCE_TOKEN, which `fence lock` sets for its command, so
+// that inside it `fence put orders total 42` carries the lock's token.
+
+// tokenFlag is a flag.Value for a fencing token.
+type tokenFlag struct{ fence.Token }
+
+func (t *tokenFlag) String() string {
+	if t.Token == 0 {
+		return ""
+	}
+	return t.Token.String()
+}
+
+func (t *tokenFlag) Set(s string) (err error) {
+	t.Token, err = fence.ParseToken(s)
+	return err
+}
+
+// apiCommand is what the API commands share: the client flags, the parsed
+// positional arguments and a connected client.
+type apiCommand struct {
+	cfg  clientConfig
+	fs   *flag.FlagSet
+	args []string
+	api  *httpapi.Client
+	io   stdio
+}
+
+// newAPICommand prepares command name; register adds its own flags.
+func newAPICommand(io stdio, name, synopsis, examples string, register func(fs *flag.FlagSet)) *apiCommand {
+	c := &apiCommand{io: io, fs: newFlagSet(name, synopsis, examples, io.err)}
+	addClientFlags(c.fs, &c.cfg)
+	if register != nil {
+		register(c.fs)
+	}
+	return c
+}
+
+// parse parses args, which must hold exactly the named positional arguments
+// (optional ones, in brackets, may be missing at the end), and connects.
+func (c *apiCommand) parse(args []string, names ...string) error {
+	positional, command, dashdash, err := parseArgs(c.fs, args)
+	if err != nil {
+		return err
+	}
+	if dashdash {
+		positional = append(positional, command...)
+	}
+	required := 0
+	for _, n := range names {
+		if n[0] != '[' {
+			required++
+		}
+	}
+	if len(positional) < required || len(positional) > len(names) {
+		return wantArgs(c.fs.Name(), positional, names...)
+	}
+	if err := c.cfg.validateOutput(); err != nil {
+		return err
+	}
+	c.args = positional
+	c.api, err = httpapi.NewClient(c.cfg.Addr)
+	if err != nil {
+		return &usageError{err}
+	}
+	return nil
+}
+
+// requireToken checks that --token (or FENCE_TOKEN) was given.
+func (c *apiCommand) requireToken(t *tokenFlag) error {
+	if t.Token == 0 {
+		return &usageError{fmt.Errorf("%s: --token (or FENCE_TOKEN) is required", c.fs.Name())}
+	}
+	return nil
+}
+
+// print writes v as JSON with -o json, else the text.
+func (c *apiCommand) print(v any, text string) error {
+	if c.cfg.Output == "json" {
+		return printJSON(c.io.out, v)
+	}
+	_, err := fmt.Fprintln(c.io.out, text)
+	return err
+}
+
+// apiError maps an error of the server to the documented exit codes.
+func apiError(err error) error {
+	if err == nil {
+		return nil
+	}
+	code := exitFailure
+	var p *httpapi.Problem
+	switch {
+	case errors.Is(err, fence.ErrLockHeld):
+		code = exitNotHeld
+	case errors.Is(err, fence.ErrFenced), errors.Is(err, fence.ErrTokenNotIssued):
+		code = exitFenced
+	case errors.As(err, &p) && p.Status >= 400 && p.Status < 500:
+		code = exitRejected
+	}
+	return &exitError{code: code, err: err}
+}
+
+type leaseJSON struct {
+	Resource  string      `json:"resource"`
+	Holder    string      `json:"holder"`
+	Token     fence.Token `json:"token"`
+	TTLMS     int64       `json:"ttl_ms"`
+	ExpiresAt string      `json:"expires_at"`
+}
+
+func leaseOut(l fence.Lease) (leaseJSON, string) {
+	j := leaseJSON{l.Resource, l.Holder, l.Token, l.TTL.Milliseconds(), l.Expires.UTC().Format(time.RFC3339Nano)}
+	return j, fmt.Sprintf("%s: token %d, holder %s, ttl %s, expires %s", l.Resource, l.Token, l.Holder, l.TTL, j.ExpiresAt)
+}
+
+func acquireCmd(ctx context.Context, args []string, std stdio) error {
+	var holder string
+	var ttl, wait time.Duration
+	c := newAPICommand(std, "acquire", "fence acquire RESOURCE [--holder ID] [--ttl 10s] [--wait 0s]",
+		"  fence acquire orders --ttl 30s\n  TOKEN=$(fence acquire orders -o json | jq .token)\n",
+		func(fs *flag.FlagSet) {
+			fs.StringVar(&holder, "holder", "", "holder `id` (default: a new random id; keep it to retry or release)")
+			fs.DurationVar(&ttl, "ttl", fence.DefaultTTL, "lease time to live")
+			fs.DurationVar(&wait, "wait", 0, "how long to wait if another holder has the lock")
+		})
+	if err := c.parse(args, "RESOURCE"); err != nil {
+		return err
+	}
+	if holder == "" {
+		holder = fence.NewHolderID()
+	}
+	l, err := c.api.Acquire(ctx, c.args[0], holder, ttl, wait)
+	if err != nil {
+		return apiError(err)
+	}
+	return c.print(leaseOut(l))
+}
+
+func renewCmd(ctx context.Context, args []string, std stdio) error {
+	var token tokenFlag
+	var ttl time.Duration
+	c := newAPICommand(std, "renew", "fence renew RESOURCE --token N [--ttl D]",
+		"  fence renew orders --token 42\n", func(fs *flag.FlagSet) {
+			fs.Var(&token, "token", "the lease's fencing `token`")
+			fs.DurationVar(&ttl, "ttl", 0, "new TTL (default: the lease's own)")
+		})
+	if err := c.parse(args, "RESOURCE"); err != nil {
+		return err
+	}
+	if err := c.requireToken(&token); err != nil {
+		return err
+	}
+	l, err := c.api.Renew(ctx, c.args[0], token.Token, ttl)
+	if err != nil {
+		return apiError(err)
+	}
+	return c.print(leaseOut(l))
+}
+
+func releaseCmd(ctx context.Context, args []string, std stdio) error {
+	var token tokenFlag
+	c := newAPICommand(std, "release", "fence release RESOURCE --token N", "  fence release orders --token 42\n",
+		func(fs *flag.FlagSet) { fs.Var(&token, "token", "the lease's fencing `token`") })
+	if err := c.parse(args, "RESOURCE"); err != nil {
+		return err
+	}
+	if err := c.requireToken(&token); err != nil {
+		return err
+	}
+	if err := c.api.Release(ctx, c.args[0], token.Token); err != nil {
+		return apiError(err)
+	}
+	return c.print(map[string]any{"resource": c.args[0], "released": true}, c.args[0]+": released")
+}
+
+func statusCmd(ctx context.Context, args []string, std stdio) error {
+	c := newAPICommand(std, "status", "fence status RESOURCE", "  fence status orders\n", nil)
+	if err := c.parse(args, "RESOURCE"); err != nil {
+		return err
+	}
+	st, err := c.api.Status(ctx, c.args[0])
+	if err != nil {
+		return apiError(err)
+	}
+	j := map[string]any{"resource": st.Resource, "held": st.Held, "last_token": st.LastToken}
+	text := fmt.Sprintf("%s: free, last token %d", st.Resource, st.LastToken)
+	if st.Held {
+		j["holder"], j["token"], j["expires_at"] = st.Holder, st.Token, st.Expires.UTC().Format(time.RFC3339Nano)
+		text = fmt.Sprintf("%s: held by %s with token %d until %s, last token %d",
+			st.Resource, st.Holder, st.Token, st.Expires.UTC().Format(time.RFC3339Nano), st.LastToken)
+	}
+	return c.print(j, text)
+}
+
+func putCmd(ctx context.Context, args []string, std stdio) error {
+	var token tokenFlag
+	var ifMatch uint64
+	var ifNoneMatch bool
+	c := newAPICommand(std, "put", "fence put RESOURCE KEY [VALUE] --token N [--if-match REV | --if-none-match]",
+		"  fence put orders total 42 --token 7\n  fence put orders report.json --token 7 < report.json\n",
+		func(fs *flag.FlagSet) {
+			fs.Var(&token, "token", "fencing `token` of the writer's lease")
+			fs.Uint64Var(&ifMatch, "if-match", 0, "write only if the key is at this `revision`")
+			fs.BoolVar(&ifNoneMatch, "if-none-match", false, "write only if the key does not exist")
+		})
+	if err := c.parse(args, "RESOURCE", "KEY", "[VALUE]"); err != nil {
+		return err
+	}
+	if err := c.requireToken(&token); err != nil {
+		return err
+	}
+	var value []byte
+	if len(c.args) == 3 {
+		value = []byte(c.args[2])
+	} else {
+		var err error
+		if value, err = io.ReadAll(limitReader(c.io.in)); err != nil {
+			return fmt.Errorf("put: reading the value from stdin: %w", err)
+		}
+	}
+	res, err := c.api.Put(ctx, c.args[0], c.args[1], value, token.Token, fence.Cond{IfMatch: fence.Rev(ifMatch), IfAbsent: ifNoneMatch})
+	if err != nil {
+		return apiError(err)
+	}
+	return c.print(map[string]any{"resource": c.args[0], "key": c.args[1], "revision": res.Rev, "fence": res.LastFence},
+		fmt.Sprintf("%s/%s: revision %d, fence %d", c.args[0], c.args[1], res.Rev, res.LastFence))
+}
+
+// limitReader reads at most one byte more than a value may have, so that a
+// huge stdin is refused by the server without being read whole.
+func limitReader(r io.Reader) io.Reader { return io.LimitReader(r, fence.MaxValueSize+1) }
+
+func getCmd(ctx context.Context, args []string, std stdio) error {
+	c := newAPICommand(std, "get", "fence get RESOURCE KEY", "  fence get orders total\n  fence get orders total -o json\n", nil)
+	if err := c.parse(args, "RESOURCE", "KEY"); err != nil {
+		return err
+	}
+	item, err := c.api.Get(ctx, c.args[0], c.args[1])
+	if err != nil {
+		return apiError(err)
+	}
+	if c.cfg.Output == "json" {
+		return printJSON(c.io.out, map[string]any{"resource": item.Resource, "key": item.Key, "revision": item.Rev,
+			"token": item.Token, "value_base64": base64.StdEncoding.EncodeToString(item.Value)})
+	}
+	_, err = c.io.out.Write(item.Value) // the raw value, as stored
+	return err
+}
+
+func deleteCmd(ctx context.Context, args []string, std stdio) error {
+	var token tokenFlag
+	var ifMatch uint64
+	c := newAPICommand(std, "delete", "fence delete RESOURCE KEY --token N [--if-match REV]",
+		"  fence delete orders total --token 7\n", func(fs *flag.FlagSet) {
+			fs.Var(&token, "token", "fencing `token` of the writer's lease")
+			fs.Uint64Var(&ifMatch, "if-match", 0, "delete only if the key is at this `revision`")
+		})
+	if err := c.parse(args, "RESOURCE", "KEY"); err != nil {
+		return err
+	}
+	if err := c.requireToken(&token); err != nil {
+		return err
+	}
+	res, err := c.api.Delete(ctx, c.args[0], c.args[1], token.Token, fence.Cond{IfMatch: fence.Rev(ifMatch)})
+	if err != nil {
+		return apiError(err)
+	}
+	return c.print(map[string]any{"resource": c.args[0], "key": c.args[1], "revision": res.Rev},
+		fmt.Sprintf("%s/%s: deleted at revision %d", c.args[0], c.args[1], res.Rev))
+}
+
+func fenceCmd(ctx context.Context, args []string, std stdio) error {
+	var token tokenFlag
+	c := newAPICommand(std, "fence", "fence fence RESOURCE [--token N]",
+		"  fence fence orders              # read the last fence\n  fence fence orders --token 7    # claim: fence off every older holder\n",
+		func(fs *flag.FlagSet) { fs.Var(&token, "token", "claim the resource with this `token`") })
+	if err := c.parse(args, "RESOURCE"); err != nil {
+		return err
+	}
+	var last fence.Token
+	if token.Token != 0 {
+		res, err := c.api.Claim(ctx, c.args[0], token.Token)
+		if err != nil {
+			return apiError(err)
+		}
+		last = res.LastFence
+	} else {
+		var err error
+		if last, err = c.api.Fence(ctx, c.args[0]); err != nil {
+			return apiError(err)
+		}
+	}
+	return c.print(map[string]any{"resource": c.args[0], "last_fence": last}, fmt.Sprintf("%s: last fence %d", c.args[0], last))
+}
+
+func txnCmd(ctx context.Context, args []string, std stdio) error {
+	c := newAPICommand(std, "txn", "fence txn < TXN.json",
+		`  echo '{"fences":{"orders":7},"then":[{"op":"put","resource":"orders","key":"o-1","value":"paid"}]}' | fence txn
+`, nil)
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	body, err := io.ReadAll(io.LimitReader(c.io.in, 4<<20+1))
+	if err != nil {
+		return fmt.Errorf("txn: reading stdin: %w", err)
+	}
+	t, err := httpapi.ParseTxn(body)
+	if err != nil {
+		return &exitError{code: exitRejected, err: fmt.Errorf("txn: %w", err)}
+	}
+	rev, err := c.api.Txn(ctx, t)
+	if err != nil {
+		return apiError(err)
+	}
+	return c.print(map[string]any{"revision": rev}, "revision "+strconv.FormatUint(uint64(rev), 10))
+}
