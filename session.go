@@ -109,10 +109,13 @@ func NewSession(ctx context.Context, locker Locker, resource string, opts ...Ses
 	if time.Since(sent) > c.margin {
 		// The grant happened at some unknown moment during a long acquire
 		// (a wait, a slow network): count from a renewal instead.
-		if err := s.renew(ctx); err != nil {
+		if err := s.renew(ctx, time.Now().Add(l.TTL-c.margin)); err != nil {
 			s.cancel(err)
 			s.loopStop()
 			close(s.loopDone)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.TTL)
+			defer cancel()
+			locker.Release(rctx, resource, l.Token) // best effort: else it expires
 			return nil, fmt.Errorf("fence: renewing a lease just acquired: %w", err)
 		}
 	}
@@ -185,10 +188,11 @@ func (s *Session) Release(ctx context.Context) error {
 	return nil
 }
 
-// renew renews the lease once and, on success, moves the local deadline.
-func (s *Session) renew(ctx context.Context) error {
+// renew renews the lease once, giving up at until, and on success moves the
+// local deadline.
+func (s *Session) renew(ctx context.Context, until time.Time) error {
 	sent := time.Now()
-	ctx, cancel := context.WithDeadline(ctx, s.Deadline())
+	ctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
 	l, err := s.locker.Renew(ctx, s.lease.Resource, s.lease.Token, s.lease.TTL)
 	if err != nil {
@@ -225,7 +229,7 @@ func (s *Session) keepalive() {
 			s.cancel(fmt.Errorf("%w (last renewal: %v)", ErrLeaseExpired, lastErr))
 			return
 		}
-		err := s.renew(s.loopCtx)
+		err := s.renew(s.loopCtx, s.Deadline())
 		switch {
 		case s.loopCtx.Err() != nil:
 			return // Release

@@ -1,0 +1,172 @@
+package fence_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/lock"
+	"github.com/fence-lock/fence/memory"
+)
+
+// Session tests run in synctest bubbles: time is fake, so leases of seconds
+// and keepalives of minutes cost no real time.
+
+// flakyLocker fails renewals while down is set, as an unreachable server would.
+type flakyLocker struct {
+	fence.Locker
+	down atomic.Bool
+}
+
+var errDown = errors.New("server unreachable")
+
+func (f *flakyLocker) Renew(ctx context.Context, resource string, token fence.Token, ttl time.Duration) (fence.Lease, error) {
+	if f.down.Load() {
+		return fence.Lease{}, errDown
+	}
+	return f.Locker.Renew(ctx, resource, token, ttl)
+}
+
+func newLocker(t *testing.T) *lock.Service {
+	t.Helper()
+	s := lock.NewService(memory.New())
+	s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := s.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestSession_KeepsAlive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		locker := newLocker(t)
+		s, err := fence.NewSession(t.Context(), locker, "r", fence.WithTTL(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute) // twenty TTLs
+		if err := s.Err(); err != nil {
+			t.Fatalf("Err=%v after 20 TTLs, want nil", err)
+		}
+		st, _ := locker.Status(t.Context(), "r")
+		if !st.Held || st.Token != s.Token() || st.LastToken != 1 {
+			t.Fatalf("Status=%+v, want held with token %d and no re-grant", st, s.Token())
+		}
+		if err := s.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(s.Err(), fence.ErrReleased) {
+			t.Fatalf("Err=%v after Release, want ErrReleased", s.Err())
+		}
+		if st, _ := locker.Status(t.Context(), "r"); st.Held {
+			t.Fatalf("Status=%+v after Release, want free", st)
+		}
+		if err := s.Release(t.Context()); err != nil {
+			t.Fatalf("second Release: %v", err)
+		}
+	})
+}
+
+// TestSession_ExpiresLocally checks that with the server unreachable the
+// session ends at its local deadline, TTL minus the margin after the last
+// successful renewal was sent: before the server's lease ends.
+func TestSession_ExpiresLocally(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		locker := &flakyLocker{Locker: newLocker(t)}
+		s, err := fence.NewSession(t.Context(), locker, "r", fence.WithTTL(9*time.Second), fence.WithSafetyMargin(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3*time.Second + time.Millisecond) // one renewal, sent at 3 s
+		locker.down.Store(true)
+		lastRenewal := 3 * time.Second
+		start := time.Now().Add(-lastRenewal - time.Millisecond)
+		<-s.Done()
+		if lost := time.Since(start); lost != lastRenewal+8*time.Second {
+			t.Fatalf("lost at %v, want %v (last renewal + TTL - margin)", lost, lastRenewal+8*time.Second)
+		}
+		if !errors.Is(s.Err(), fence.ErrLeaseExpired) || !errors.Is(context.Cause(s.Context()), fence.ErrLeaseExpired) {
+			t.Fatalf("Err=%v, want ErrLeaseExpired", s.Err())
+		}
+		if st, _ := locker.Status(t.Context(), "r"); !st.Held {
+			t.Fatal("the server ended the lease first; the session must end before it")
+		}
+	})
+}
+
+func TestSession_LeaseLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		locker := newLocker(t)
+		s, err := fence.NewSession(t.Context(), locker, "r", fence.WithTTL(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		locker.Release(t.Context(), "r", s.Token()) // behind the session's back
+		start := time.Now()
+		<-s.Done()
+		if waited := time.Since(start); waited > time.Second {
+			t.Fatalf("lost after %v, want at the next renewal (TTL/3)", waited)
+		}
+		var lost *fence.LeaseLostError
+		if !errors.As(s.Err(), &lost) || lost.Presented != s.Token() {
+			t.Fatalf("Err=%v, want *LeaseLostError", s.Err())
+		}
+		// Renewal never re-acquires.
+		if st, _ := locker.Status(t.Context(), "r"); st.Held || st.LastToken != 1 {
+			t.Fatalf("Status=%+v, want free with no new grant", st)
+		}
+	})
+}
+
+// TestSession_LongWait checks that a lease granted after a long wait counts
+// its deadline from a fresh renewal, not from when the wait began.
+func TestSession_LongWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		locker := newLocker(t)
+		if _, err := locker.Acquire(t.Context(), "r", "other", 20*time.Second, 0); err != nil {
+			t.Fatal(err)
+		}
+		s, err := fence.NewSession(t.Context(), locker, "r", fence.WithTTL(3*time.Second), fence.WithWait(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := time.Now().Add(3*time.Second - 300*time.Millisecond); !s.Deadline().Equal(want) {
+			t.Fatalf("Deadline=%v, want %v (from the renewal after the wait)", s.Deadline(), want)
+		}
+		time.Sleep(10 * time.Second)
+		if err := s.Err(); err != nil {
+			t.Fatalf("Err=%v, want the lease kept alive after the wait", err)
+		}
+		s.Release(t.Context())
+	})
+}
+
+func TestSession_Options(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		locker := newLocker(t)
+		if _, err := fence.NewSession(t.Context(), locker, "r", fence.WithTTL(time.Second), fence.WithSafetyMargin(time.Second)); !errors.Is(err, fence.ErrBadRequest) {
+			t.Fatalf("margin = TTL: err=%v, want ErrBadRequest", err)
+		}
+		s, err := fence.NewSession(t.Context(), locker, "r", fence.WithHolder("me"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Holder() != "me" || s.Resource() != "r" || s.TTL() != fence.DefaultTTL {
+			t.Fatalf("Session %s/%s/%s, want me/r/%s", s.Holder(), s.Resource(), s.TTL(), fence.DefaultTTL)
+		}
+		if _, err := fence.NewSession(t.Context(), locker, "r"); !errors.Is(err, fence.ErrLockHeld) {
+			t.Fatalf("second session: err=%v, want ErrLockHeld", err)
+		}
+		s.Release(t.Context())
+		if a, b := fence.NewHolderID(), fence.NewHolderID(); a == b || len(a) < 16 {
+			t.Fatalf("NewHolderID gave %q and %q", a, b)
+		}
+	})
+}
