@@ -251,3 +251,23 @@ func liveGroup(pgid int) []int {
 	}
 	return pids
 }
+
+// TestDemo runs fence demo with no set-up: it must show the stale write
+// winning on the plain store, fenced on fence storage, and exit 0.
+func TestDemo(t *testing.T) {
+	mermaid := filepath.Join(t.TempDir(), "demo.mmd")
+	cmd := exec.Command(binary, "demo", "--ttl", "200ms", "--mermaid", mermaid)
+	cmd.Env = append(os.Environ(), "FENCE_ADDR=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("fence demo: %v\n%s", err, out)
+	}
+	for _, want := range []string{"409 fenced (presented 1, last_fence 2)", `total = "B"`, `total = "A"`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if b, err := os.ReadFile(mermaid); err != nil || !bytes.HasPrefix(b, []byte("sequenceDiagram")) {
+		t.Fatalf("mermaid file: %v %q", err, b)
+	}
+}

@@ -1,0 +1,95 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/fence-lock/fence/bolt"
+	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/lock"
+)
+
+// Server is a fence server embedded in this process: the lock service and
+// bolt storage in a new temporary directory, behind the v1 HTTP API on a
+// loopback port. It logs nothing. Close stops it and removes the directory.
+type Server struct {
+	// URL is the server's base URL, e.g. "http://127.0.0.1:40123".
+	URL string
+
+	dir   string
+	db    *bolt.DB
+	locks *lock.Service
+	srv   *http.Server
+	doneC chan struct{} // closed when Serve has returned
+}
+
+// StartServer starts an embedded fence server. The caller must Close it.
+func StartServer(ctx context.Context) (*Server, error) {
+	dir, err := os.MkdirTemp("", "fence-demo-")
+	if err != nil {
+		return nil, fmt.Errorf("demo: embedded server: %w", err)
+	}
+	s := &Server{dir: dir, doneC: make(chan struct{})}
+	fail := func(err error) (*Server, error) {
+		return nil, errors.Join(fmt.Errorf("demo: embedded server: %w", err), s.Close())
+	}
+	if s.db, err = bolt.Open(dir); err != nil {
+		return fail(err)
+	}
+	discard := slog.New(slog.DiscardHandler)
+	s.locks = lock.NewService(s.db)
+	s.locks.Logger = discard
+	if err := s.locks.Open(ctx); err != nil {
+		s.locks = nil // never opened: nothing to close
+		return fail(err)
+	}
+	api := httpapi.NewServer(s.locks, s.db)
+	api.Logger = discard
+	api.Ready = s.db.Check
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(err)
+	}
+	s.URL = "http://" + ln.Addr().String()
+	s.srv = &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(slog.DiscardHandler, slog.LevelWarn),
+	}
+	go func() {
+		defer close(s.doneC)
+		s.srv.Serve(ln) // returns http.ErrServerClosed after Shutdown or Close
+	}()
+	return s, nil
+}
+
+// Close stops the server, closes its state and removes its directory. It
+// must be called once.
+func (s *Server) Close() error {
+	var errs []error
+	if s.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := s.srv.Shutdown(ctx); err != nil {
+			s.srv.Close() // requests still in flight after the grace period: cut them
+		}
+		cancel()
+		<-s.doneC
+	}
+	if s.locks != nil {
+		errs = append(errs, s.locks.Close())
+	}
+	if s.db != nil {
+		errs = append(errs, s.db.Close())
+	}
+	errs = append(errs, os.RemoveAll(s.dir))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("demo: closing the embedded server: %w", err)
+	}
+	return nil
+}
