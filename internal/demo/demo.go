@@ -341,9 +341,9 @@ func (d *driver) newAPI(addr string) (*httpapi.Client, error) {
 	return c, nil
 }
 
-// run tells the story once. A and the rest run concurrently, as they would in
-// real life: A's pause is a timer in a goroutine of its own, so it writes when
-// it wakes up, whether or not B has written by then.
+// run tells the story once. A and the rest run concurrently: A's pause is a
+// timer in a goroutine of its own. The story is the seed's, so A wakes after
+// its pause and after B has written, however slow the machine is.
 func (d *driver) run(ctx context.Context, sp runSpec) (rr RunResult, err error) {
 	rr = RunResult{Name: sp.name, Store: sp.store, StoreAddr: sp.storeAddr, Resource: sp.resource, Key: Key}
 	tl := &timeline{start: time.Now()}
@@ -376,15 +376,22 @@ func (d *driver) run(ctx context.Context, sp runSpec) (rr RunResult, err error) 
 		Message: fmt.Sprintf("paused (GC, swap, partition) for %s, not renewing", d.cfg.Pause)})
 	writeAC := make(chan Write, 1)
 	doneA := make(chan struct{})
+	wroteB := make(chan struct{})
 	go func() {
 		defer close(doneA)
-		t := time.NewTimer(d.cfg.Pause)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			writeAC <- Write{Holder: ActorA, Value: ActorA, Token: leaseA.Token, Error: ctx.Err().Error()}
+		stopped := func(wake <-chan struct{}) bool {
+			select {
+			case <-ctx.Done():
+				writeAC <- Write{Holder: ActorA, Value: ActorA, Token: leaseA.Token, Error: ctx.Err().Error()}
+				return true
+			case <-wake:
+				return false
+			}
+		}
+		paused := make(chan struct{})
+		time.AfterFunc(d.cfg.Pause, func() { close(paused) })
+		if stopped(paused) || stopped(wroteB) { // the pause, and B's write
 			return
-		case <-t.C:
 		}
 		tl.add(Event{At: tl.now(), Actor: ActorA, Kind: KindResume,
 			Message: fmt.Sprintf("wakes up, still believes it holds token %d", leaseA.Token)})
@@ -418,6 +425,7 @@ func (d *driver) run(ctx context.Context, sp runSpec) (rr RunResult, err error) 
 		return rr, fmt.Errorf("B's lease ended before it could write: %w", err)
 	}
 	rr.WriteB = d.put(ctx, tl, store, sp.resource, ActorB, leaseB.Token())
+	close(wroteB)
 
 	rr.WriteA = <-writeAC
 	if rr.Final, rr.FinalFound, err = d.read(ctx, sp.storeAddr, sp.resource, Key); err != nil {
