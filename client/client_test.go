@@ -23,12 +23,12 @@ func newClient(t *testing.T, s *server) *client.Client {
 func TestLease_KeepsAlive(t *testing.T) {
 	s := newServer(t)
 	c := newClient(t, s)
-	l, err := c.Acquire(t.Context(), "orders", fence.WithTTL(300*time.Millisecond))
+	l, err := c.Acquire(t.Context(), "orders", fence.WithTTL(600*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Release(t.Context())
-	time.Sleep(1500 * time.Millisecond) // five TTLs
+	time.Sleep(3 * time.Second) // five TTLs
 	if err := l.Err(); err != nil {
 		t.Fatalf("Err=%v after 5 TTLs, want the lease kept alive", err)
 	}
@@ -76,7 +76,7 @@ func TestLease_LostLocally(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := newServer(t)
 			c := newClient(t, s)
-			const ttl = 600 * time.Millisecond
+			const ttl = time.Second
 			sent := time.Now()
 			l, err := c.Acquire(t.Context(), "orders", fence.WithTTL(ttl))
 			if err != nil {
