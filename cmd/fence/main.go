@@ -24,6 +24,7 @@ import (
 type command struct {
 	summary string
 	run     func(ctx context.Context, args []string, stdio stdio) error
+	hidden  bool // internal: not listed in the usage
 }
 
 // stdio is a command's standard streams.
@@ -37,26 +38,30 @@ var commands = []struct {
 	name string
 	command
 }{
-	{"serve", command{"run the lock service and the fenced storage", serve}},
-	{"lock", command{"run a command under a lock, with its token in FENCE_TOKEN", lockCmd}},
-	{"acquire", command{"acquire a lock and print the lease", acquireCmd}},
-	{"renew", command{"renew a lease", renewCmd}},
-	{"release", command{"release a lease", releaseCmd}},
-	{"status", command{"print a lock's status", statusCmd}},
-	{"put", command{"write a value with a fencing token", putCmd}},
-	{"get", command{"read a value", getCmd}},
-	{"delete", command{"delete a key with a fencing token", deleteCmd}},
-	{"fence", command{"read a resource's fence, or claim it with --token", fenceCmd}},
-	{"txn", command{"apply a transaction read as JSON from stdin", txnCmd}},
-	{"demo", command{"show a stale holder fenced off, with and without fencing", demo}},
-	{"bench", command{"measure a fence deployment under load", bench}},
-	{"version", command{"print the version", versionCmd}},
+	{"serve", command{summary: "run the lock service and the fenced storage", run: serve}},
+	{"lock", command{summary: "run a command under a lock, with its token in FENCE_TOKEN", run: lockCmd}},
+	{"acquire", command{summary: "acquire a lock and print the lease", run: acquireCmd}},
+	{"renew", command{summary: "renew a lease", run: renewCmd}},
+	{"release", command{summary: "release a lease", run: releaseCmd}},
+	{"status", command{summary: "print a lock's status", run: statusCmd}},
+	{"put", command{summary: "write a value with a fencing token", run: putCmd}},
+	{"get", command{summary: "read a value", run: getCmd}},
+	{"delete", command{summary: "delete a key with a fencing token", run: deleteCmd}},
+	{"fence", command{summary: "read a resource's fence, or claim it with --token", run: fenceCmd}},
+	{"txn", command{summary: "apply a transaction read as JSON from stdin", run: txnCmd}},
+	{"demo", command{summary: "show a stale holder fenced off, with and without fencing", run: demo}},
+	{"bench", command{summary: "measure a fence deployment under load", run: bench}},
+	{"chaos", command{summary: "inject faults (pauses, kill -9, network) and check that fencing held", run: chaosCmd}},
+	{"chaos-worker", command{summary: "a client process of fence chaos", run: chaosWorkerCmd, hidden: true}},
+	{"version", command{summary: "print the version", run: versionCmd}},
 }
 
 func usage() string {
 	s := "fence: a lock service that issues fencing tokens, and storage that enforces them.\n\nUsage:\n  fence COMMAND [flags] [args]\n\nCommands:\n"
 	for _, c := range commands {
-		s += fmt.Sprintf("  %-9s %s\n", c.name, c.summary)
+		if !c.hidden {
+			s += fmt.Sprintf("  %-9s %s\n", c.name, c.summary)
+		}
 	}
 	return s + `
 Every flag has an environment twin FENCE_<FLAG>, e.g. --addr and FENCE_ADDR.

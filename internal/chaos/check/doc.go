@@ -1,0 +1,33 @@
+// Package check judges the history of a chaos run (package history): it says
+// whether fence kept its promises while clients paused, the server was killed
+// and the network misbehaved, and names the operations that show it did not.
+//
+// Check runs five checkers over one history:
+//
+//   - token-order: per resource, acknowledged writes in revision order never
+//     go down in token (a stale holder was never accepted after a newer one);
+//   - stale-accepted: no write was acknowledged with a token below one that
+//     was already acknowledged for its resource, by a write or a grant, when
+//     the write was invoked (Jepsen's "stale write" in real time);
+//   - token-monotonic: grants of a resource, in real-time order, have strictly
+//     increasing tokens; a token is never granted to two clients, nor again
+//     after its release;
+//   - lost-writes: every acknowledged write is still in the final value of its
+//     key, or was overwritten by a later revision;
+//   - linearizable: the reads, writes, transactions and grants, partitioned by
+//     resource, are linearizable with respect to a model of fenced storage
+//     (porcupine), where an ambiguous write may or may not have applied.
+//
+// Check expects what package chaos produces against fence's built-in store:
+// every request a client sent is in the history (one still in flight when its
+// client died must be recorded with an unknown outcome, or its effect looks
+// like a write from nowhere); the keys start absent; and a grant raises the
+// resource's fence before it is acknowledged, so a grant's token counts
+// against later writes as an accepted write's does.
+//
+// It is not a harness: it neither runs clients nor injects faults, and it
+// trusts the timestamps it is given (one clock for all processes). It checks
+// neither the atomicity of a transaction across resources nor lease
+// exclusivity, which TTL leases cannot promise: fencing is what keeps the data
+// safe, and that is what it checks.
+package check

@@ -1,0 +1,120 @@
+package history
+
+// Kind is the kind of an Op.
+type Kind string
+
+// The kinds of Op.
+const (
+	KindAcquire Kind = "acquire" // a lock acquire; Token is the token granted
+	KindRead    Kind = "read"    // a read of one key; Value and Rev are what was read
+	KindWrite   Kind = "write"   // a fenced write of one key; Token is the token sent
+	KindTxn     Kind = "txn"     // a multi-key, multi-resource transaction; see Op.Writes
+	KindRelease Kind = "release" // a lock release; Token is the token sent
+)
+
+// Valid reports whether k is one of the Kind constants.
+func (k Kind) Valid() bool {
+	switch k {
+	case KindAcquire, KindRead, KindWrite, KindTxn, KindRelease:
+		return true
+	}
+	return false
+}
+
+// Outcome is what became of an Op.
+type Outcome string
+
+// The outcomes of an Op. Only Unknown leaves the effect of a mutating Op open.
+const (
+	// OK means the operation was acknowledged (a 2xx): its effect is in.
+	OK Outcome = "ok"
+	// Fenced means the store answered 409 fenced: definitely not applied,
+	// because the token was below the resource's last fence.
+	Fenced Outcome = "fenced"
+	// Rejected means another definite rejection (lock_held, lease_lost,
+	// token_not_issued, precondition_failed, not_found, ...): not applied.
+	Rejected Outcome = "rejected"
+	// Fail means the operation definitely did not take effect, for example
+	// because the connection was refused before the request was sent.
+	Fail Outcome = "fail"
+	// Unknown means the operation may or may not have taken effect: a
+	// timeout, a reset connection, a 5xx. Its Return is 0.
+	Unknown Outcome = "unknown"
+)
+
+// Valid reports whether o is one of the Outcome constants.
+func (o Outcome) Valid() bool {
+	switch o {
+	case OK, Fenced, Rejected, Fail, Unknown:
+		return true
+	}
+	return false
+}
+
+// Op is one operation of a chaos run, as one JSON line.
+type Op struct {
+	// ID is unique in the run.
+	ID int64 `json:"id"`
+	// Client is the client process index; -1 for the harness's own final
+	// reads.
+	Client int `json:"client"`
+	// Kind is acquire, read, write, txn or release.
+	Kind Kind `json:"kind"`
+	// Resource is the lock and fence the op is about (acquire, read, write,
+	// release). On a txn whose Outcome is Fenced it may name the resource
+	// whose fence rejected it (the API names the first in byte order);
+	// the checker then holds that resource alone responsible.
+	Resource string `json:"resource,omitempty"`
+	// Key is the key read or written (read, write).
+	Key string `json:"key,omitempty"`
+	// Token is, for an acquire, the token granted; for a write or a
+	// release, the token sent.
+	Token uint64 `json:"token,omitempty"`
+	// Value is, for a write, the value sent; for a read, the value read
+	// ("" with Rev 0 means the key was absent).
+	Value string `json:"value,omitempty"`
+	// Rev is, for a write or txn, the revision of the accepted write; for a
+	// read, the revision of the item read.
+	Rev uint64 `json:"rev,omitempty"`
+	// Writes are a txn's writes, each with its resource's token. They all
+	// get the txn's Rev when it is accepted.
+	Writes []Write `json:"writes,omitempty"`
+	// Call is the invocation time, in ns since the run's start (one clock
+	// for all processes).
+	Call int64 `json:"call"`
+	// Return is the completion time, in ns since the run's start; 0 when
+	// the outcome is Unknown.
+	Return int64 `json:"return,omitempty"`
+	// Outcome is ok, fenced, rejected, fail or unknown.
+	Outcome Outcome `json:"outcome"`
+	// Error is the error the client saw, if any, for humans.
+	Error string `json:"error,omitempty"`
+}
+
+// Mutates reports whether op is a write or a txn.
+func (op *Op) Mutates() bool { return op.Kind == KindWrite || op.Kind == KindTxn }
+
+// Write is one write of a txn.
+type Write struct {
+	Resource string `json:"resource"`
+	Key      string `json:"key"`
+	Value    string `json:"value"`
+	Token    uint64 `json:"token"` // the token presented for Resource
+}
+
+// Fault is a fault the harness injected, as one JSON line with a "fault"
+// member, for example {"fault":"pause","client":3,"start":1000,"end":9000}.
+type Fault struct {
+	// Kind names the fault: "pause", "kill", "partition", ... It is
+	// written as the "fault" member, whose presence marks a fault line.
+	Kind string `json:"fault"`
+	// Client is the client process it hit, or -1 for a fault of the
+	// server or the network as a whole.
+	Client int `json:"client"`
+	// Start and End bound the fault, in ns since the run's start. End is 0
+	// (or equal to Start) for an instant fault such as kill -9.
+	Start int64 `json:"start"`
+	End   int64 `json:"end,omitempty"`
+	// Detail says more, for humans.
+	Detail string `json:"detail,omitempty"`
+}

@@ -1,0 +1,544 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/internal/chaos/history"
+	"github.com/fence-lock/fence/internal/chaos/proxy"
+)
+
+// Fault kinds.
+const (
+	FaultPause = "pause" // SIGSTOP a client between its acquire and its write, for longer than its TTL
+	FaultKill  = "kill"  // kill -9 the server and restart it on the same data (embedded server only)
+	FaultNet   = "net"   // latency, resets, refused connections and black-holes through the proxy
+)
+
+// Config configures a run.
+type Config struct {
+	Binary     string        // the fence binary: clients and the embedded server run it
+	Addr       string        // a running fence server's base URL; "" runs an embedded one
+	Duration   time.Duration // how long the workload runs
+	Clients    int           // client processes
+	Resources  int           // resources
+	Keys       int           // keys per resource
+	TTL        time.Duration // lease TTL of the clients
+	Seed       uint64        // the fault schedule and the workload derive from it
+	Faults     []string      // kinds to inject: FaultPause, FaultKill, FaultNet
+	TxnPercent int           // share of client cycles that are two-resource transactions
+	Unsafe     bool          // run the storage on a store that does not check fences
+	Log        *slog.Logger  // progress: one line per fault; nil: none
+}
+
+// Validate checks c and fills defaults.
+func (c *Config) Validate() error {
+	switch {
+	case c.Binary == "":
+		return errors.New("chaos: no fence binary")
+	case c.Duration <= 0:
+		return fmt.Errorf("chaos: duration must be positive, not %s", c.Duration)
+	case c.Clients < 1 || c.Clients > 64:
+		return fmt.Errorf("chaos: clients must be 1..64, not %d", c.Clients)
+	case c.Resources < 1 || c.Resources > 1000:
+		return fmt.Errorf("chaos: resources must be 1..1000, not %d", c.Resources)
+	case c.TTL < 100*time.Millisecond || c.TTL > time.Minute:
+		return fmt.Errorf("chaos: ttl must be 100ms..1m, not %s", c.TTL)
+	}
+	for _, f := range c.Faults {
+		switch f {
+		case FaultPause, FaultNet:
+		case FaultKill:
+			if c.Addr != "" {
+				return errors.New("chaos: the kill fault needs the embedded server (it kills and restarts it); drop it with --faults pause,net")
+			}
+		default:
+			return fmt.Errorf("chaos: unknown fault %q (want pause, kill, net)", f)
+		}
+	}
+	if c.Keys < 1 {
+		c.Keys = 2
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Result is what a run produced: its history, its faults and what the
+// faults did.
+type Result struct {
+	Ops             []history.Op
+	Faults          []history.Fault
+	PausesPastTTL   int // pauses that outlasted the client's TTL
+	FencedByPauses  int // writes fenced because their client had been paused past its TTL
+	Duration        time.Duration
+	ServerRestarts  int
+	unknownAfterNet int
+}
+
+// FaultsBit reports whether the faults did something the checker could
+// catch: a pause that outlasted its TTL, or operations cut short by a kill or
+// a network fault.
+func (r *Result) FaultsBit() bool {
+	return r.PausesPastTTL > 0 || r.unknownAfterNet > 0 || r.ServerRestarts > 0
+}
+
+// Run runs the workload under faults and returns its history.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &run{cfg: cfg, start: time.Now(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x6368616f73))}
+	defer r.cleanup()
+	if err := r.setUp(); err != nil {
+		return nil, err
+	}
+	if err := r.startClients(); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	r.injectFaults(runCtx)
+	r.stopClients()
+	r.finalReads()
+	return r.result(), nil
+}
+
+// run is one run's moving parts.
+type run struct {
+	cfg   Config
+	start time.Time
+	rng   *rand.Rand
+
+	dataDir   string
+	server    *serverProcess // nil with cfg.Addr
+	target    string         // host:port of the fence server
+	storeURL  string         // base URL of the storage, not through a proxy (for final reads)
+	unsafeSrv *http.Server
+	proxies   []*proxy.Proxy // lock service first; storage second in unsafe mode
+	lockURL   string         // through the proxy
+	storeProx string         // through the proxy
+
+	clients    []*exec.Cmd
+	clientWG   sync.WaitGroup
+	pauseC     chan pausePoint
+	mu         sync.Mutex // guards ops
+	ops        []history.Op
+	faults     []history.Fault
+	pauses     []pauseRecord
+	restarts   int
+	netWindows [][2]int64
+}
+
+type pauseRecord struct {
+	client     int
+	resource   string
+	token      uint64
+	start, end int64
+}
+
+func (r *run) now() int64 { return time.Since(r.start).Nanoseconds() }
+
+func (r *run) setUp() error {
+	if r.cfg.Addr == "" {
+		dir, err := os.MkdirTemp("", "fence-chaos-")
+		if err != nil {
+			return err
+		}
+		r.dataDir = dir
+		if r.server, err = startServer(r.cfg.Binary, dir); err != nil {
+			return err
+		}
+		r.target = r.server.addr
+	} else {
+		u, err := url.Parse(r.cfg.Addr)
+		if err != nil || u.Scheme != "http" || u.Host == "" {
+			return fmt.Errorf("chaos: --addr %q: want http://host:port", r.cfg.Addr)
+		}
+		r.target = u.Host
+	}
+	lockProxy, err := proxy.New("127.0.0.1:0", r.target)
+	if err != nil {
+		return err
+	}
+	r.proxies = append(r.proxies, lockProxy)
+	r.lockURL = "http://" + lockProxy.Addr()
+	r.storeURL, r.storeProx = "http://"+r.target, r.lockURL
+	if r.cfg.Unsafe {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		api := httpapi.NewServer(noLocker{}, newUnsafeStore())
+		api.Logger = slog.New(slog.DiscardHandler)
+		r.unsafeSrv = &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second}
+		go r.unsafeSrv.Serve(ln)
+		storeProxy, err := proxy.New("127.0.0.1:0", ln.Addr().String())
+		if err != nil {
+			return err
+		}
+		r.proxies = append(r.proxies, storeProxy)
+		r.storeURL, r.storeProx = "http://"+ln.Addr().String(), "http://"+storeProxy.Addr()
+	}
+	return nil
+}
+
+// noLocker serves no lock calls: in unsafe mode the locks come from fence.
+type noLocker struct{ fence.Locker }
+
+func (r *run) startClients() error {
+	r.pauseC = make(chan pausePoint, r.cfg.Clients)
+	timeout := 2*r.cfg.TTL + time.Second // an acquire may wait two TTLs
+	for i := range r.cfg.Clients {
+		cmd := exec.Command(r.cfg.Binary, "chaos-worker",
+			"--client", strconv.Itoa(i), "--lock-addr", r.lockURL, "--store-addr", r.storeProx,
+			"--resources", strconv.Itoa(r.cfg.Resources), "--keys", strconv.Itoa(r.cfg.Keys),
+			"--ttl", r.cfg.TTL.String(), "--timeout", timeout.String(), "--txn-percent", strconv.Itoa(r.cfg.TxnPercent),
+			"--seed", strconv.FormatUint(r.cfg.Seed, 10), "--start", strconv.FormatInt(r.start.UnixNano(), 10))
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		cmd.Stderr = io.Discard
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("chaos: starting client %d: %w", i, err)
+		}
+		r.clients = append(r.clients, cmd)
+		r.clientWG.Add(1)
+		go func() {
+			defer r.clientWG.Done()
+			r.readClient(stdout)
+		}()
+	}
+	return nil
+}
+
+// readClient collects a client's operations and pause points.
+func (r *run) readClient(stdout io.Reader) {
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if strings.HasPrefix(string(line), `{"pause_point"`) {
+			var p pausePoint
+			if json.Unmarshal(line, &p) == nil {
+				select {
+				case r.pauseC <- p:
+				default:
+				}
+			}
+			continue
+		}
+		var op history.Op
+		if err := json.Unmarshal(line, &op); err != nil {
+			continue // a client killed mid-line
+		}
+		r.mu.Lock()
+		r.ops = append(r.ops, op)
+		r.mu.Unlock()
+	}
+}
+
+// injectFaults runs the fault schedule until ctx ends: a quiet gap, one
+// fault, and again.
+func (r *run) injectFaults(ctx context.Context) {
+	if len(r.cfg.Faults) == 0 {
+		<-ctx.Done()
+		return
+	}
+	var round []string
+	for {
+		gap := time.Duration(500+r.rng.IntN(1500)) * time.Millisecond
+		if !sleep(ctx, gap) {
+			return
+		}
+		// Rounds of every kind in a seeded order: each kind comes up early.
+		if len(round) == 0 {
+			round = slices.Clone(r.cfg.Faults)
+			r.rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+		}
+		kind := round[0]
+		round = round[1:]
+		switch kind {
+		case FaultPause:
+			r.pause(ctx)
+		case FaultKill:
+			r.kill(ctx)
+		case FaultNet:
+			r.net(ctx)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (r *run) addFault(f history.Fault) {
+	r.mu.Lock()
+	r.faults = append(r.faults, f)
+	r.mu.Unlock()
+	r.cfg.Log.Info("fault", "kind", f.Kind, "client", f.Client, "at", time.Duration(f.Start).Round(time.Millisecond).String(),
+		"for", time.Duration(f.End-f.Start).Round(time.Millisecond).String(), "detail", f.Detail)
+}
+
+// pause arms a client, waits for it to stop between its acquire and its
+// write, and freezes it for one and a half to three TTLs.
+func (r *run) pause(ctx context.Context) {
+	c := r.rng.IntN(len(r.clients))
+	proc := r.clients[c].Process
+	for len(r.pauseC) > 0 {
+		<-r.pauseC // stale points of earlier arms
+	}
+	proc.Signal(syscall.SIGUSR1)
+	var p pausePoint
+	select {
+	case p = <-r.pauseC:
+	case <-time.After(3 * r.cfg.TTL):
+		return // it never got a lease in time; it stays armed for later
+	case <-ctx.Done():
+		return
+	}
+	proc = r.clients[p.PausePoint.Client].Process
+	d := r.cfg.TTL + time.Duration(r.rng.Int64N(int64(2*r.cfg.TTL)))
+	d = max(d, r.cfg.TTL*3/2)
+	proc.Signal(syscall.SIGSTOP)
+	start := r.now()
+	time.Sleep(d) // not cut short at the end of the run: the pause must outlast the TTL
+	proc.Signal(syscall.SIGCONT)
+	end := r.now()
+	r.mu.Lock()
+	r.pauses = append(r.pauses, pauseRecord{p.PausePoint.Client, p.PausePoint.Resource, p.PausePoint.Token, start, end})
+	r.mu.Unlock()
+	r.addFault(history.Fault{Kind: FaultPause, Client: p.PausePoint.Client, Start: start, End: end,
+		Detail: fmt.Sprintf("SIGSTOP client-%d holding %s token %d", p.PausePoint.Client, p.PausePoint.Resource, p.PausePoint.Token)})
+}
+
+// kill kills the server with SIGKILL and restarts it on the same data.
+func (r *run) kill(ctx context.Context) {
+	start := r.now()
+	r.server.kill()
+	down := time.Duration(100+r.rng.IntN(700)) * time.Millisecond
+	time.Sleep(down)
+	if err := r.server.start(); err != nil {
+		r.cfg.Log.Error("restarting the server failed", "error", err)
+		return
+	}
+	for _, p := range r.proxies[:1] {
+		p.SetUpstream(r.server.addr)
+	}
+	r.target = r.server.addr
+	if !r.cfg.Unsafe {
+		r.storeURL = "http://" + r.server.addr
+	}
+	r.restarts++
+	r.addFault(history.Fault{Kind: FaultKill, Client: -1, Start: start, End: r.now(), Detail: "kill -9 fence serve, restart on the same data"})
+}
+
+// net injects one network fault on every proxy.
+func (r *run) net(ctx context.Context) {
+	start := r.now()
+	var detail string
+	d := time.Duration(300+r.rng.IntN(int(2*r.cfg.TTL/time.Millisecond))) * time.Millisecond
+	switch r.rng.IntN(4) {
+	case 0:
+		lat := time.Duration(20+r.rng.IntN(180)) * time.Millisecond
+		detail = fmt.Sprintf("latency %s ± %s", lat, lat/2)
+		r.eachProxy(func(p *proxy.Proxy) { p.SetLatency(lat, lat/2) })
+	case 1:
+		detail = "reset every connection"
+		d = 0
+		r.eachProxy(func(p *proxy.Proxy) { p.ResetAll() })
+	case 2:
+		detail = "black-hole"
+		r.eachProxy(func(p *proxy.Proxy) { p.Blackhole(true) })
+	case 3:
+		detail = "refuse connections"
+		r.eachProxy(func(p *proxy.Proxy) { p.Refuse(true); p.ResetAll() })
+	}
+	sleep(ctx, d)
+	r.eachProxy(func(p *proxy.Proxy) { p.Heal() })
+	end := r.now()
+	r.mu.Lock()
+	r.netWindows = append(r.netWindows, [2]int64{start, end})
+	r.mu.Unlock()
+	r.addFault(history.Fault{Kind: FaultNet, Client: -1, Start: start, End: end, Detail: detail})
+}
+
+func (r *run) eachProxy(f func(*proxy.Proxy)) {
+	for _, p := range r.proxies {
+		f(p)
+	}
+}
+
+// stopClients heals every fault and stops the clients (SIGTERM: each ends
+// after its operation in flight; SIGKILL after a grace).
+func (r *run) stopClients() {
+	r.eachProxy(func(p *proxy.Proxy) { p.Heal() })
+	for _, c := range r.clients {
+		c.Process.Signal(syscall.SIGCONT)
+		c.Process.Signal(syscall.SIGTERM)
+	}
+	done := make(chan struct{})
+	go func() {
+		for _, c := range r.clients {
+			c.Wait()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2*r.cfg.TTL + 5*time.Second):
+		for _, c := range r.clients {
+			c.Process.Kill()
+		}
+		<-done
+	}
+	r.clientWG.Wait()
+}
+
+// finalReads reads every key directly from the storage, as client -1.
+func (r *run) finalReads() {
+	store, err := httpapi.NewClient(r.storeURL)
+	if err != nil {
+		return
+	}
+	store.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	id := int64(1) // clients' ids start at 1<<32
+	for res := range r.cfg.Resources {
+		for k := range r.cfg.Keys {
+			resource, key := "r"+strconv.Itoa(res), "k"+strconv.Itoa(k)
+			op := history.Op{ID: id, Client: -1, Kind: history.KindRead, Resource: resource, Key: key, Call: r.now()}
+			id++
+			item, err := store.Get(context.Background(), resource, key)
+			if errors.Is(err, fence.ErrNotFound) {
+				err = nil
+			}
+			op.Value, op.Rev = string(item.Value), uint64(item.Rev)
+			op.Outcome = outcome(err)
+			if op.Outcome != history.Unknown {
+				op.Return = r.now()
+			}
+			r.ops = append(r.ops, op)
+		}
+	}
+}
+
+// result sums up the run: what bit, from the history.
+func (r *run) result() *Result {
+	res := &Result{Ops: r.ops, Faults: r.faults, Duration: time.Since(r.start), ServerRestarts: r.restarts}
+	slices.SortFunc(res.Ops, func(a, b history.Op) int { return int(a.Call - b.Call) })
+	for _, p := range r.pauses {
+		if time.Duration(p.end-p.start) > r.cfg.TTL {
+			res.PausesPastTTL++
+		}
+		// The paused client's first write after it woke, with the paused token.
+		for _, op := range res.Ops {
+			if op.Client != p.client || op.Call < p.end || !writesWith(op, p.resource, p.token) {
+				continue
+			}
+			if op.Outcome == history.Fenced {
+				res.FencedByPauses++
+			}
+			break
+		}
+	}
+	for _, op := range res.Ops {
+		if op.Outcome != history.Unknown && op.Outcome != history.Fail {
+			continue
+		}
+		for _, w := range r.netWindows {
+			if op.Call <= w[1] && op.Call >= w[0]-int64(2*r.cfg.TTL) {
+				res.unknownAfterNet++
+				break
+			}
+		}
+	}
+	return res
+}
+
+// writesWith reports whether op writes resource with token.
+func writesWith(op history.Op, resource string, token uint64) bool {
+	switch op.Kind {
+	case history.KindWrite:
+		return op.Resource == resource && op.Token == token
+	case history.KindTxn:
+		for _, w := range op.Writes {
+			if w.Resource == resource && w.Token == token {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (r *run) cleanup() {
+	for _, c := range r.clients {
+		if c.ProcessState == nil {
+			c.Process.Kill()
+		}
+	}
+	r.eachProxy(func(p *proxy.Proxy) { p.Close() })
+	if r.unsafeSrv != nil {
+		r.unsafeSrv.Close()
+	}
+	if r.server != nil {
+		r.server.stop()
+	}
+	if r.dataDir != "" {
+		os.RemoveAll(r.dataDir)
+	}
+}
+
+// WriteHistory writes the run's operations and faults as JSON lines.
+func (res *Result) WriteHistory(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("chaos: history: %w", err)
+	}
+	w := history.NewWriter(f)
+	for _, op := range res.Ops {
+		if err := w.WriteOp(op); err != nil {
+			f.Close()
+			return fmt.Errorf("chaos: history: %w", err)
+		}
+	}
+	for _, flt := range res.Faults {
+		if err := w.WriteFault(flt); err != nil {
+			f.Close()
+			return fmt.Errorf("chaos: history: %w", err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("chaos: history: %w", err)
+	}
+	return nil
+}
+
