@@ -541,4 +541,3 @@ func (res *Result) WriteHistory(path string) error {
 	}
 	return nil
 }
-
