@@ -75,3 +75,13 @@ type Ledger interface {
 	// LastToken returns the highest token issued for resource, 0 if none.
 	LastToken(ctx context.Context, resource string) (Token, error)
 }
+
+// Fencer raises a resource's fence without writing: what a guard in front of
+// another store (PostgreSQL, Redis, etcd) or fence storage does at the door
+// of a request. Implementations are safe for concurrent use.
+type Fencer interface {
+	// Claim raises resource's fence to token if token >= the fence (equal is
+	// a retry) and returns nil; a lower token returns *FencedError and
+	// changes nothing. Any other error leaves the outcome unknown.
+	Claim(ctx context.Context, resource string, token Token) error
+}
