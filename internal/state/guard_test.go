@@ -33,7 +33,9 @@ func (e *lockedEngine) Update(ctx context.Context, fn func(state.Tx) error) erro
 	return fn(e.tx)
 }
 
-func (e *lockedEngine) View(ctx context.Context, fn func(state.Tx) error) error { return e.Update(ctx, fn) }
+func (e *lockedEngine) View(ctx context.Context, fn func(state.Tx) error) error {
+	return e.Update(ctx, fn)
+}
 
 // guarded adapts fence's own storage rules (state.DB) to fencetest.Guarded:
 // a guarded write is a txn with the resource's fence.
