@@ -46,6 +46,7 @@ type Config struct {
 	Seed       uint64        // the fault schedule and the workload derive from it
 	Faults     []string      // kinds to inject: FaultPause, FaultKill, FaultNet
 	TxnPercent int           // share of client cycles that are two-resource transactions
+	Think      time.Duration // mean pause between a client's cycles (porcupine's work grows fast with history size)
 	Unsafe     bool          // run the storage on a store that does not check fences
 	Log        *slog.Logger  // progress: one line per fault; nil: none
 }
@@ -214,6 +215,7 @@ func (r *run) startClients() error {
 			"--client", strconv.Itoa(i), "--lock-addr", r.lockURL, "--store-addr", r.storeProx,
 			"--resources", strconv.Itoa(r.cfg.Resources), "--keys", strconv.Itoa(r.cfg.Keys),
 			"--ttl", r.cfg.TTL.String(), "--timeout", timeout.String(), "--txn-percent", strconv.Itoa(r.cfg.TxnPercent),
+			"--think", r.cfg.Think.String(),
 			"--seed", strconv.FormatUint(r.cfg.Seed, 10), "--start", strconv.FormatInt(r.start.UnixNano(), 10))
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {

@@ -33,6 +33,7 @@ type WorkerConfig struct {
 	TTL        time.Duration // lease TTL
 	Timeout    time.Duration // per request
 	TxnPercent int           // share of cycles that are two-resource transactions
+	Think      time.Duration // mean pause between two cycles: keeps histories checkable
 	Seed       uint64
 	Start      int64 // the run's start, Unix ns: history times count from it
 }
@@ -89,6 +90,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
 			w.txnCycle(ctx)
 		} else {
 			w.cycle(ctx)
+		}
+		if cfg.Think > 0 {
+			w.sleep(ctx, time.Duration(w.rng.Int64N(int64(2*cfg.Think))))
 		}
 	}
 	return nil
@@ -285,7 +289,12 @@ func (w *worker) txnCycle(ctx context.Context) {
 // backoff waits a little after a failure, so that a client does not spin on
 // a server that is down.
 func (w *worker) backoff(ctx context.Context) {
-	t := time.NewTimer(time.Duration(20+w.rng.IntN(80)) * time.Millisecond)
+	w.sleep(ctx, time.Duration(20+w.rng.IntN(80))*time.Millisecond)
+}
+
+// sleep waits for d or until ctx ends.
+func (w *worker) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
