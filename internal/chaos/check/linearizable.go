@@ -23,11 +23,13 @@ import (
 // rejected ones did nothing and are left out, as are releases. An op with an
 // unknown outcome gets a Return one second after the end of the history, so it
 // may take effect at any point after its call — except a grant of unknown
-// outcome: its only effect on the model (fenced writes become explicable,
-// since its token is unknown) only loosens the check, so it takes effect at
-// its call. Left open-ended, the thousands of grants cut short by kills and
-// network faults in a long run would each stay concurrent with everything
-// after them, and porcupine's search would explode.
+// outcome, which does not enter the model at all: it may have raised the
+// fence to an unknown token at an unknown time, so every fenced write of that
+// resource that returned after the grant was called counts as explained (it
+// is not strict). Accepted writes stay strictly checked. As model ops, the
+// thousands of grants cut short by kills and network faults in a long run
+// would each stay concurrent with everything after them, and porcupine's
+// search would explode.
 func linHistory(h *hist) (ops []porcupine.Operation, dropped int) {
 	type item struct {
 		in  *linInput
@@ -35,6 +37,16 @@ func linHistory(h *hist) (ops []porcupine.Operation, dropped int) {
 		op  *history.Op
 	}
 	var items []item
+	// fuzzySince is, per resource, the call of its first grant of unknown outcome.
+	fuzzySince := map[string]int64{}
+	for i := range h.ops {
+		op := &h.ops[i]
+		if op.Kind == history.KindAcquire && op.Outcome == history.Unknown {
+			if t, ok := fuzzySince[op.Resource]; !ok || op.Call < t {
+				fuzzySince[op.Resource] = max(op.Call, 1)
+			}
+		}
+	}
 	for i := range h.ops {
 		op := &h.ops[i]
 		n := len(items)
@@ -45,8 +57,6 @@ func linHistory(h *hist) (ops []porcupine.Operation, dropped int) {
 			}
 		case op.Kind == history.KindAcquire && op.Outcome == history.OK:
 			items = append(items, item{&linInput{resource: op.Resource, kind: linGrant, token: op.Token}, linOutput{outcome: history.OK}, op})
-		case op.Kind == history.KindAcquire && op.Outcome == history.Unknown:
-			items = append(items, item{&linInput{resource: op.Resource, kind: linGrantUnknown}, linOutput{outcome: history.Unknown}, op})
 		case op.Mutates() && (op.Outcome == history.OK || op.Outcome == history.Fenced || op.Outcome == history.Unknown):
 			// One model write per resource, with that resource's token.
 			var groups []*linInput
@@ -61,7 +71,8 @@ func linHistory(h *hist) (ops []porcupine.Operation, dropped int) {
 				g.writes = append(g.writes, kv{w.key, w.value})
 			}
 			for _, g := range groups {
-				g.strict = len(groups) == 1 || op.Resource == g.resource
+				g.strict = (len(groups) == 1 || op.Resource == g.resource) &&
+					!(op.Outcome == history.Fenced && fuzzySince[g.resource] != 0 && fuzzySince[g.resource] < h.ret(op))
 				out := linOutput{outcome: op.Outcome}
 				if op.Outcome == history.OK {
 					out.rev = op.Rev
@@ -97,7 +108,7 @@ func linHistory(h *hist) (ops []porcupine.Operation, dropped int) {
 			ls = append(ls, 0)
 			l = len(ls) - 1
 		}
-		ls[l] = linReturn(h, it.in, it.op)
+		ls[l] = h.ret(it.op)
 		byClient[it.op.Client] = ls
 		lanes[i] = lane{it.op.Client, l}
 		used[lanes[i]] = true
@@ -119,19 +130,11 @@ func linHistory(h *hist) (ops []porcupine.Operation, dropped int) {
 			Input:    it.in,
 			Call:     it.op.Call,
 			Output:   it.out,
-			Return:   linReturn(h, it.in, it.op),
+			Return:   h.ret(it.op),
 			Metadata: it.op,
 		}
 	}
 	return ops, dropped
-}
-
-// linReturn is the Return of op in the model (see linHistory).
-func linReturn(h *hist, in *linInput, op *history.Op) int64 {
-	if in.kind == linGrantUnknown {
-		return op.Call + 1
-	}
-	return h.ret(op)
 }
 
 // checkLinearizable runs porcupine and fills rep.Linearizability.
