@@ -4,42 +4,22 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/fence-lock/fence/fencetest"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/fence-lock/fence/bolt"
-	"github.com/fence-lock/fence/httpapi"
 	load "github.com/fence-lock/fence/internal/bench"
-	"github.com/fence-lock/fence/lock"
 )
 
 // newBenchServer runs the lock service and bolt storage behind the HTTP API
 // in this process and returns its URL.
 func newBenchServer(t *testing.T) string {
 	t.Helper()
-	db, err := bolt.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	locks := lock.NewService(db)
-	locks.Logger = slog.New(slog.DiscardHandler)
-	if err := locks.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	api := httpapi.NewServer(locks, db)
-	api.Logger = slog.New(slog.DiscardHandler)
-	srv := httptest.NewServer(api)
-	t.Cleanup(func() {
-		srv.Close()
-		locks.Close()
-		db.Close()
-	})
-	return srv.URL
+	return fencetest.NewServer(t, nil)
 }
 
 func TestBench(t *testing.T) {

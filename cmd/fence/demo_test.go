@@ -6,8 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"log/slog"
-	"net/http/httptest"
+	"github.com/fence-lock/fence/fencetest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,8 +14,6 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/bolt"
-	"github.com/fence-lock/fence/httpapi"
-	"github.com/fence-lock/fence/lock"
 )
 
 // laxStore is fence storage with its check switched off: a write with a
@@ -35,28 +32,10 @@ func (s laxStore) Put(ctx context.Context, resource, key string, value []byte, t
 // given with --addr, and returns its URL. With lax, its storage does not fence.
 func newDemoServer(t *testing.T, lax bool) string {
 	t.Helper()
-	db, err := bolt.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+	if !lax {
+		return fencetest.NewServer(t, nil)
 	}
-	locks := lock.NewService(db)
-	locks.Logger = slog.New(slog.DiscardHandler)
-	if err := locks.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	var store fence.Store = db
-	if lax {
-		store = laxStore{db}
-	}
-	api := httpapi.NewServer(locks, store)
-	api.Logger = slog.New(slog.DiscardHandler)
-	srv := httptest.NewServer(api)
-	t.Cleanup(func() {
-		srv.Close()
-		locks.Close()
-		db.Close()
-	})
-	return srv.URL
+	return fencetest.NewServer(t, func(s fence.Store) fence.Store { return laxStore{s.(*bolt.DB)} })
 }
 
 // runDemo runs fence demo with args and returns its stdout, stderr and error.

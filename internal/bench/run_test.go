@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
+	"github.com/fence-lock/fence/fencetest"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,34 +13,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/fence-lock/fence/bolt"
-	"github.com/fence-lock/fence/httpapi"
-	"github.com/fence-lock/fence/lock"
 )
 
 // newServer runs the lock service and bolt storage behind the HTTP API in
 // this process, on a loopback port, and returns its URL.
 func newServer(t testing.TB) string {
 	t.Helper()
-	db, err := bolt.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	locks := lock.NewService(db)
-	locks.Logger = slog.New(slog.DiscardHandler)
-	if err := locks.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	api := httpapi.NewServer(locks, db)
-	api.Logger = slog.New(slog.DiscardHandler)
-	srv := httptest.NewServer(api)
-	t.Cleanup(func() {
-		srv.Close()
-		locks.Close()
-		db.Close()
-	})
-	return srv.URL
+	return fencetest.NewServer(t, nil)
 }
 
 // held reports whether resource is locked on the server at url.

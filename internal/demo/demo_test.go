@@ -3,18 +3,14 @@ package demo
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/fence-lock/fence/fencetest"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/fence-lock/fence/bolt"
-	"github.com/fence-lock/fence/httpapi"
-	"github.com/fence-lock/fence/lock"
 )
 
 // testTTL keeps the runs short: each takes TTL + DefaultPauseMargin.
@@ -24,24 +20,7 @@ const testTTL = 200 * time.Millisecond
 // one the demo is pointed at with Config.Addr, and returns its URL.
 func newExternalServer(t *testing.T) string {
 	t.Helper()
-	db, err := bolt.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	locks := lock.NewService(db)
-	locks.Logger = slog.New(slog.DiscardHandler)
-	if err := locks.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	api := httpapi.NewServer(locks, db)
-	api.Logger = slog.New(slog.DiscardHandler)
-	srv := httptest.NewServer(api)
-	t.Cleanup(func() {
-		srv.Close()
-		locks.Close()
-		db.Close()
-	})
-	return srv.URL
+	return fencetest.NewServer(t, nil)
 }
 
 // checkResult checks that both runs told the story: the stale write won
