@@ -26,10 +26,9 @@ import (
 type linKind byte
 
 const (
-	linRead         linKind = iota + 1
-	linWrite                // a write, or the writes of one txn in one resource
-	linGrant                // an acknowledged grant: the fence rises to its token
-	linGrantUnknown         // a grant that may have happened, with a token not known
+	linRead  linKind = iota + 1
+	linWrite         // a write, or the writes of one txn in one resource
+	linGrant         // an acknowledged grant: the fence rises to its token
 )
 
 // kv is one key written.
@@ -45,7 +44,8 @@ type linInput struct {
 	txn      bool
 	// strict says that a fenced linWrite must be explained by this
 	// resource's fence. It is false for the other resources of a fenced
-	// multi-resource txn, which another resource's fence may have rejected.
+	// multi-resource txn, which another resource's fence may have rejected,
+	// and after a grant of unknown outcome on the resource (see linHistory).
 	strict bool
 }
 
@@ -71,9 +71,6 @@ type keyState struct {
 // the state exists: steps copy it.
 type linState struct {
 	fence uint64
-	// fuzzy means that a grant of unknown outcome (and unknown token) may
-	// have raised the fence above fence, so a fenced write is no surprise.
-	fuzzy bool
 	// maxRev is the highest revision known to be assigned: an accepted
 	// write must have a higher one, since revisions grow store-wide.
 	maxRev uint64
@@ -102,7 +99,7 @@ func (st linState) apply(in *linInput, rev uint64) linState {
 			keys[w.key] = ks
 		}
 	})
-	st.fence, st.fuzzy = in.token, false
+	st.fence = in.token
 	st.maxRev = max(st.maxRev, rev)
 	return st
 }
@@ -134,10 +131,7 @@ func linStep(s, i, o any) []any {
 		if in.token < st.fence {
 			return nil
 		}
-		st.fence, st.fuzzy = in.token, false
-		return []any{st}
-	case linGrantUnknown:
-		st.fuzzy = true
+		st.fence = in.token
 		return []any{st}
 	case linWrite:
 		switch out.outcome {
@@ -147,7 +141,7 @@ func linStep(s, i, o any) []any {
 			}
 			return []any{st.apply(in, out.rev)}
 		case history.Fenced:
-			if !in.strict || st.fuzzy || in.token < st.fence {
+			if !in.strict || in.token < st.fence {
 				return []any{st} // a rejected write leaves no trace
 			}
 			return nil
@@ -163,7 +157,7 @@ func linStep(s, i, o any) []any {
 
 func linEqual(a, b any) bool {
 	x, y := a.(linState), b.(linState)
-	if x.fence != y.fence || x.fuzzy != y.fuzzy || x.maxRev != y.maxRev || len(x.keys) != len(y.keys) {
+	if x.fence != y.fence || x.maxRev != y.maxRev || len(x.keys) != len(y.keys) {
 		return false
 	}
 	for k, v := range x.keys {
@@ -179,9 +173,6 @@ var hashSeed = maphash.MakeSeed()
 func linHash(s any) uint64 {
 	st := s.(linState)
 	h := st.fence*0x9E3779B97F4A7C15 ^ st.maxRev*0xC2B2AE3D27D4EB4F
-	if st.fuzzy {
-		h ^= 1
-	}
 	for k, v := range st.keys {
 		x := maphash.String(hashSeed, k)*31 ^ maphash.String(hashSeed, v.value) ^ v.rev*0x165667B19E3779F9
 		if v.revUnknown {
@@ -210,8 +201,6 @@ func describeOp(i, o any) string {
 		return fmt.Sprintf("read %s -> %s @%d", short(in.key), short(out.value), out.rev)
 	case linGrant:
 		return fmt.Sprintf("grant token %d", in.token)
-	case linGrantUnknown:
-		return "grant ? (outcome unknown)"
 	}
 	ws := make([]string, len(in.writes))
 	for j, w := range in.writes {
@@ -226,7 +215,7 @@ func describeOp(i, o any) string {
 		s += fmt.Sprintf(" @%d", out.rev)
 	}
 	if out.outcome == history.Fenced && !in.strict {
-		s += " (by another resource?)"
+		s += " (not checked: another resource, or a grant of unknown outcome)"
 	}
 	return s
 }
@@ -234,9 +223,6 @@ func describeOp(i, o any) string {
 func describeState(s any) string {
 	st := s.(linState)
 	fence := fmt.Sprint(st.fence)
-	if st.fuzzy {
-		fence += "+?"
-	}
 	keys := make([]string, 0, len(st.keys))
 	for k := range st.keys {
 		keys = append(keys, k)
