@@ -9,6 +9,10 @@
 // raises the fence to it, so a holder that paused past its lease is rejected with
 // ErrFenced instead of overwriting a newer holder's data.
 //
-// This package does no I/O. Implementations live in sub-packages: lock (the lock
-// service), bolt (durable state on local disk), httpapi (the v1 HTTP API).
+// This package does no I/O. Session keeps a lease alive over any Locker.
+// Implementations live in sub-packages: lock (the lock service), bolt (durable
+// state on local disk), memory (the same in memory), httpapi (the v1 HTTP API:
+// server, client and the RequireFence middleware), client (the Go client),
+// postgres, redis and etcd (guards that enforce tokens inside those stores),
+// and fencetest (conformance suites).
 package fence
