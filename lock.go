@@ -74,6 +74,32 @@ type Ledger interface {
 	Leases(ctx context.Context) ([]Lease, error)
 	// LastToken returns the highest token issued for resource, 0 if none.
 	LastToken(ctx context.Context, resource string) (Token, error)
+	// Revoke ends the recorded lease, if any, and issues the next token
+	// straight into the resource's last fence, without a lease, so that
+	// every holder of an older token is fenced at once. It returns the new
+	// last fence and the token of the lease it ended (0 if none was recorded).
+	Revoke(ctx context.Context, resource string) (lastFence, revoked Token, err error)
+}
+
+// RevokeResult is the outcome of a revoke.
+type RevokeResult struct {
+	Resource  string
+	Revoked   Token // the token of the lease that was ended; 0 if the resource was free
+	LastFence Token // the resource's new fence, a token issued to nobody
+}
+
+// Revoker is implemented by Lockers that can take a resource away from its
+// holder (an admin action). Implementations are safe for concurrent use.
+//
+// Revoke ends the current lease, if any, and raises the resource's fence to a
+// newly issued token that no holder gets, so that the old holder's renewals
+// fail with *LeaseLostError and its writes with *FencedError at once, even
+// while nobody holds the lock. Waiters are then served as after a release,
+// with tokens greater than the fence. It returns after its effect is durable
+// and wraps ErrBadRequest for a bad name. Any other error leaves the outcome
+// unknown: the resource may have been revoked.
+type Revoker interface {
+	Revoke(ctx context.Context, resource string) (RevokeResult, error)
 }
 
 // Fencer raises a resource's fence without writing: what a guard in front of

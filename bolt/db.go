@@ -33,7 +33,7 @@ var (
 type rules = state.DB
 
 // DB is fence's durable state in one bbolt file. It implements fence.Store
-// (Put, Get, Delete, Fence, Claim, Txn) and fence.Ledger (Grant, Refresh, End,
+// (Put, Get, Delete, Fence, Claim, Txn) and fence.Ledger (Grant, Refresh, End, Revoke,
 // Leases, LastToken) with the rules of package internal/state, and is safe
 // for concurrent use. Every change returns after it is fsynced.
 type DB struct {

@@ -121,6 +121,44 @@ func TestDB_Reopen(t *testing.T) {
 
 // dump describes what the interfaces show of db: fences, last tokens, items,
 // the revision and the leases.
+// TestDB_RevokeReopen checks that a revoke is durable: after a reopen the
+// revoked lease is gone, the fence stays raised and tokens keep growing.
+func TestDB_RevokeReopen(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	db, err := bolt.Open(dir)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	tok, err := db.Grant(ctx, "r", "a", time.Hour, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastFence, revoked, err := db.Revoke(ctx, "r")
+	if err != nil || lastFence != tok+1 || revoked != tok {
+		t.Fatalf("Revoke=%d, %d, %v; want %d, %d, nil", lastFence, revoked, err, tok+1, tok)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openDir(t, dir)
+	if leases, err := db.Leases(ctx); err != nil || len(leases) != 0 {
+		t.Fatalf("Leases after reopen=%v, %v; want none", leases, err)
+	}
+	if f, err := db.Fence(ctx, "r"); err != nil || f != lastFence {
+		t.Fatalf("Fence after reopen=%d, %v; want %d", f, err, lastFence)
+	}
+	if _, err := db.Put(ctx, "r", "k", []byte("v"), tok, fence.Cond{}); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("Put with the revoked token after reopen: err=%v, want ErrFenced", err)
+	}
+	if next, err := db.Grant(ctx, "r", "b", time.Second, time.Now().Add(time.Second)); err != nil || next != lastFence+1 {
+		t.Fatalf("Grant after reopen=%d, %v; want %d", next, err, lastFence+1)
+	}
+	if lf, _, err := db.Revoke(ctx, "r"); err != nil || lf != lastFence+2 {
+		t.Fatalf("second Revoke=%d, %v; want %d", lf, err, lastFence+2)
+	}
+}
+
 func dump(t *testing.T, db *bolt.DB, resources []string, keys [][2]string) string {
 	t.Helper()
 	ctx := t.Context()

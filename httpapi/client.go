@@ -44,8 +44,9 @@ type Client struct {
 }
 
 var (
-	_ fence.Locker = (*Client)(nil)
-	_ fence.Store  = (*Client)(nil)
+	_ fence.Locker  = (*Client)(nil)
+	_ fence.Revoker = (*Client)(nil)
+	_ fence.Store   = (*Client)(nil)
 )
 
 // NewClient returns a client of the fence server at addr, a base URL such as
@@ -242,6 +243,24 @@ func (c *Client) Status(ctx context.Context, resource string) (fence.LockStatus,
 		st.Expires = exp
 	}
 	return st, nil
+}
+
+// revokeAnswer is the body of a revoke's answer.
+type revokeAnswer struct {
+	Resource     string      `json:"resource"`
+	RevokedToken fence.Token `json:"revoked_token"`
+	LastFence    fence.Token `json:"last_fence"`
+}
+
+// Revoke implements fence.Revoker with POST /v1/locks/{resource}/revoke. It
+// is sent once: a repeated revoke would issue another token, so a transport
+// error leaves the outcome unknown.
+func (c *Client) Revoke(ctx context.Context, resource string) (fence.RevokeResult, error) {
+	var ra revokeAnswer
+	if err := c.doJSON(ctx, request{method: "POST", path: lockPath(resource, "/revoke"), body: []byte("{}")}, &ra); err != nil {
+		return fence.RevokeResult{}, err
+	}
+	return fence.RevokeResult{Resource: ra.Resource, Revoked: ra.RevokedToken, LastFence: ra.LastFence}, nil
 }
 
 // condHeader returns the Fencing-Token and condition headers of a write.

@@ -302,6 +302,15 @@ func decodeRelease(data []byte) (fence.Token, error) {
 	return jsonToken("token", t)
 }
 
+// decodeRevoke checks a revoke's body: empty, or an object without members.
+func decodeRevoke(data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	_, err := decodeObject("revoke", data)
+	return err
+}
+
 // decodeObject checks that data is UTF-8 text and returns the members of the
 // one JSON object in it.
 func decodeObject(what string, data []byte, allowed ...string) ([]member, error) {

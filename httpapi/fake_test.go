@@ -31,8 +31,9 @@ type fake struct {
 }
 
 var (
-	_ fence.Locker = (*fake)(nil)
-	_ fence.Store  = (*fake)(nil)
+	_ fence.Locker  = (*fake)(nil)
+	_ fence.Revoker = (*fake)(nil)
+	_ fence.Store   = (*fake)(nil)
 )
 
 func newFake() *fake {
@@ -66,7 +67,7 @@ func (f *fake) mutations() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
-	for _, m := range []string{"Acquire", "Renew", "Release", "Put", "Delete", "Claim", "Txn"} {
+	for _, m := range []string{"Acquire", "Renew", "Release", "Revoke", "Put", "Delete", "Claim", "Txn"} {
 		n += f.calls[m]
 	}
 	return n
@@ -151,6 +152,20 @@ func (f *fake) Release(ctx context.Context, resource string, t fence.Token) erro
 	}
 	delete(f.leases, resource)
 	return nil
+}
+
+func (f *fake) Revoke(ctx context.Context, resource string) (fence.RevokeResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("Revoke"); err != nil {
+		return fence.RevokeResult{}, err
+	}
+	res := fence.RevokeResult{Resource: resource, Revoked: f.leases[resource].Token}
+	delete(f.leases, resource)
+	f.lastToken[resource]++
+	res.LastFence = f.lastToken[resource]
+	f.lastFence[resource] = res.LastFence
+	return res, nil
 }
 
 func (f *fake) Status(ctx context.Context, resource string) (fence.LockStatus, error) {

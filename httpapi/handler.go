@@ -52,6 +52,14 @@ type releaseResponse struct {
 	Released bool   `json:"released"`
 }
 
+// revokeResponse is the answer to revoke. RevokedToken is 0 if the resource
+// was free.
+type revokeResponse struct {
+	Resource     string      `json:"resource"`
+	RevokedToken fence.Token `json:"revoked_token"`
+	LastFence    fence.Token `json:"last_fence"`
+}
+
 // lockResponse is the answer to GET /v1/locks/{resource}. Holder, Token and
 // ExpiresAt are set only while the lock is held.
 type lockResponse struct {
@@ -180,6 +188,37 @@ func (s *Server) release(c *call, m match) error {
 		return err
 	}
 	c.writeJSON(releaseResponse{Resource: c.resource, Released: true})
+	return nil
+}
+
+// revoke answers POST /v1/locks/{resource}/revoke (body empty or {}), an
+// addition to API.md: it ends the current lease, if any, and raises the
+// resource's fence to a new token issued to nobody, so that the old holder is
+// fenced at once. It answers 404 not_found if the Locker is not a
+// fence.Revoker.
+//
+// It is an admin action, but the route is UNPROTECTED until authorisation
+// (an admin permission) lands: anyone who can reach the server can revoke.
+func (s *Server) revoke(c *call, m match) error {
+	body, err := c.readBody(maxJSONBody)
+	if err != nil {
+		return err
+	}
+	if err := c.params(m); err != nil {
+		return err
+	}
+	if err := decodeRevoke(body); err != nil {
+		return err
+	}
+	rv, ok := s.locker.(fence.Revoker)
+	if !ok {
+		return fmt.Errorf("%w: this server's lock service cannot revoke", fence.ErrNotFound)
+	}
+	res, err := rv.Revoke(c.r.Context(), c.resource)
+	if err != nil {
+		return err
+	}
+	c.writeJSON(revokeResponse{Resource: c.resource, RevokedToken: res.Revoked, LastFence: res.LastFence})
 	return nil
 }
 

@@ -38,6 +38,7 @@ var (
 	routeAcquire = newRoute("/v1/locks/{resource}/acquire", "POST")
 	routeRenew   = newRoute("/v1/locks/{resource}/renew", "POST")
 	routeRelease = newRoute("/v1/locks/{resource}/release", "POST")
+	routeRevoke  = newRoute("/v1/locks/{resource}/revoke", "POST")
 	routeKV      = newRoute("/v1/kv/{resource}/{key}", "GET", "HEAD", "PUT", "DELETE")
 	routeFences  = newRoute("/v1/fences/{resource}", "GET", "HEAD", "POST")
 	routeTxn     = newRoute("/v1/txn", "POST")
@@ -93,6 +94,8 @@ func matchPath(p string) (match, bool) {
 			return match{route: routeRenew, resource: res}, true
 		case "release":
 			return match{route: routeRelease, resource: res}, true
+		case "revoke":
+			return match{route: routeRevoke, resource: res}, true
 		}
 	case "kv":
 		if more {

@@ -23,6 +23,8 @@ func TestMatchPath(t *testing.T) {
 		{"/v1/locks/orders/acquire", routeAcquire, "orders", "", nil},
 		{"/v1/locks/orders/renew", routeRenew, "orders", "", nil},
 		{"/v1/locks/orders/release", routeRelease, "orders", "", nil},
+		{"/v1/locks/orders/revoke", routeRevoke, "orders", "", nil},
+		{"/v1/locks/orders%2F17/revoke", routeRevoke, "orders/17", "", nil},
 		{"/v1/locks/orders%2F17/acquire", routeAcquire, "orders/17", "", nil},
 		{"/v1/locks/%C3%A9t%C3%A9", routeLock, "été", "", nil},
 		{"/v1/locks/a%20b", routeLock, "a b", "", nil},

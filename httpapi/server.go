@@ -128,6 +128,8 @@ func (s *Server) serve(c *call, m match) error {
 		return s.renew(c, m)
 	case routeRelease:
 		return s.release(c, m)
+	case routeRevoke:
+		return s.revoke(c, m)
 	case routeKV:
 		switch c.r.Method {
 		case "PUT":

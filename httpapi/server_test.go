@@ -322,6 +322,67 @@ func TestServer_Lock(t *testing.T) {
 	})
 }
 
+func TestServer_Revoke(t *testing.T) {
+	e := newEnv(t)
+	tok := e.acquire("orders%2F17", "worker-a")
+	t.Run("OK", func(t *testing.T) {
+		checkBody(t, e.do("POST", "/v1/locks/orders%2F17/revoke", "").ok(t), map[string]any{
+			"resource": "orders/17", "revoked_token": tok, "last_fence": tok + 1,
+		})
+		checkBody(t, e.do("GET", "/v1/locks/orders%2F17", "").ok(t), map[string]any{
+			"resource": "orders/17", "held": false, "last_token": tok + 1,
+		})
+		checkBody(t, e.do("GET", "/v1/fences/orders%2F17", "").ok(t), map[string]any{
+			"resource": "orders/17", "last_fence": tok + 1,
+		})
+		p := e.do("POST", "/v1/locks/orders%2F17/renew", `{"token":`+tok.String()+`}`).problem(t, 409, "lease_lost")
+		if p["current"] != json.Number("0") {
+			t.Fatalf("current=%v, want 0", p["current"])
+		}
+	})
+	t.Run("Free", func(t *testing.T) {
+		checkBody(t, e.do("POST", "/v1/locks/free/revoke", "{}").ok(t), map[string]any{
+			"resource": "free", "revoked_token": 0, "last_fence": 1,
+		})
+	})
+	t.Run("BadRequest", func(t *testing.T) {
+		before := e.f.Calls("Revoke")
+		for _, tt := range []struct{ path, body string }{
+			{"/v1/locks/%00/revoke", ""},
+			{"/v1/locks//revoke", ""},
+			{"/v1/locks/" + strings.Repeat("a", 513) + "/revoke", ""},
+			{"/v1/locks/r/revoke", `{"token":1}`},
+			{"/v1/locks/r/revoke", `[]`},
+			{"/v1/locks/r/revoke", `{}{}`},
+		} {
+			e.do("POST", tt.path, tt.body).problem(t, 400, "bad_request")
+		}
+		if n := e.f.Calls("Revoke") - before; n != 0 {
+			t.Fatalf("%d Revoke calls for bad requests, want 0", n)
+		}
+	})
+	t.Run("MethodNotAllowed", func(t *testing.T) {
+		r := e.do("GET", "/v1/locks/r/revoke", "")
+		r.problem(t, 405, "method_not_allowed")
+		if got := r.header.Get("Allow"); got != "POST" {
+			t.Fatalf("Allow=%q, want POST", got)
+		}
+	})
+	t.Run("NotARevoker", func(t *testing.T) {
+		f := newFake()
+		ts := httptest.NewServer(NewServer(struct{ fence.Locker }{f}, f))
+		t.Cleanup(ts.Close)
+		resp, err := ts.Client().Post(ts.URL+"/v1/locks/r/revoke", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 404 {
+			t.Fatalf("Status=%d, want 404", resp.StatusCode)
+		}
+	})
+}
+
 func TestServer_KV(t *testing.T) {
 	e := newEnv(t)
 	tok := e.acquire("orders%2F17", "worker-a")

@@ -15,6 +15,12 @@ var (
 	expirationsTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fence_lock_expirations_total", Help: "Leases that expired without being released.",
 	})
+	revocationsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fence_lock_revocations_total", Help: "Resources revoked by an admin, each fenced with a new token.",
+	})
+	lockDelaysTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fence_lock_delays_total", Help: "Lock-delays started after a lease expired.",
+	})
 	rejectionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fence_lock_rejections_total", Help: "Lock requests refused, by reason.",
 	}, []string{"reason"})
@@ -28,7 +34,7 @@ var (
 
 func init() {
 	prometheus.MustRegister(grantsTotal, renewalsTotal, releasesTotal, expirationsTotal,
-		rejectionsTotal, leasesHeld, waiters)
+		revocationsTotal, lockDelaysTotal, rejectionsTotal, leasesHeld, waiters)
 	for _, reason := range []string{"lock_held", "lease_lost"} {
 		rejectionsTotal.WithLabelValues(reason)
 	}

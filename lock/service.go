@@ -14,9 +14,19 @@ import (
 // Service is the lock service. It implements fence.Locker and is safe for
 // concurrent use once Open has returned.
 type Service struct {
-	// Logger receives one line per grant, renew, release, expiry and restored
-	// lease. Default: slog.Default().
+	// Logger receives one line per grant, renew, release, expiry, revoke,
+	// restored lease and lock-delay. Default: slog.Default().
 	Logger *slog.Logger
+
+	// LockDelay is how long a resource stays unavailable after a lease
+	// EXPIRES (not after a release or a revoke): an old holder that paused
+	// past its TTL may still be acting, so the service waits this long
+	// before granting the resource again. Acquires during the delay get
+	// *fence.LockHeldError with RetryAfter the rest of the delay; waiters
+	// keep their order and are served when it ends. A revoke ends the delay
+	// at once, since it fences the old holder. Zero, the default, means no
+	// delay; at most MaxLockDelay. Set it before Open.
+	LockDelay time.Duration
 
 	ledger fence.Ledger
 
@@ -32,7 +42,13 @@ type Service struct {
 	cancel context.CancelFunc
 }
 
-var _ fence.Locker = (*Service)(nil)
+// MaxLockDelay is the longest Service.LockDelay.
+const MaxLockDelay = 60 * time.Second
+
+var (
+	_ fence.Locker  = (*Service)(nil)
+	_ fence.Revoker = (*Service)(nil)
+)
 
 // entry is the in-memory state of one resource. It lives while it is held,
 // has waiters, or a call refers to it.
@@ -41,7 +57,10 @@ type entry struct {
 	refs  int        // guarded by Service.mu
 	lease *fence.Lease
 	timer *time.Timer // fires at lease.Expires
-	queue []*waiter   // first come, first served; empty while the resource is free
+	queue []*waiter   // first come, first served; empty while the resource is free, except during a lock-delay
+
+	delayUntil time.Time   // while lease == nil: no grant before it (lock-delay); zero if none
+	delayTimer *time.Timer // fires at delayUntil
 }
 
 type waiter struct {
@@ -69,6 +88,9 @@ func (s *Service) Open(ctx context.Context) error {
 	if s.Logger == nil {
 		s.Logger = slog.Default()
 	}
+	if s.LockDelay < 0 || s.LockDelay > MaxLockDelay {
+		return fmt.Errorf("lock: open: %w: lock delay %s is outside 0..%s", fence.ErrBadRequest, s.LockDelay, MaxLockDelay)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	leases, err := s.ledger.Leases(ctx)
 	if err != nil {
@@ -83,6 +105,11 @@ func (s *Service) Open(ctx context.Context) error {
 			}
 			expirationsTotal.Inc()
 			s.log("lock expired", l, lastFence, "while", "stopped")
+			if until := l.Expires.Add(s.LockDelay); now.Before(until) {
+				e := &entry{}
+				s.resources[l.Resource] = e
+				s.delayLocked(l.Resource, e, until)
+			}
 			continue
 		}
 		l.Expires = now.Add(l.TTL)
@@ -119,6 +146,7 @@ func (s *Service) Close() error {
 			if e.lease != nil {
 				clearLeaseLocked(e)
 			}
+			clearDelayLocked(e)
 			for _, w := range e.queue {
 				w.resultC <- result{err: fence.ErrClosed}
 				waiters.Dec()
@@ -169,7 +197,8 @@ func (s *Service) unref(resource string, e *entry) {
 		// With no references left only Close may hold e.mu, and briefly: this
 		// never waits for a ledger write while holding s.mu.
 		e.mu.Lock()
-		free := e.lease == nil && len(e.queue) == 0
+		// An entry in its lock-delay stays: it is what keeps the resource unavailable.
+		free := e.lease == nil && len(e.queue) == 0 && e.delayUntil.IsZero()
 		e.mu.Unlock()
 		if free {
 			delete(s.resources, resource)
@@ -196,6 +225,13 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 	now := time.Now()
 	s.expireLocked(resource, e, now)
 	switch {
+	case e.lease == nil && s.delayedLocked(e, now):
+		if wait <= 0 {
+			err := s.heldErrorLocked(resource, e, now)
+			e.mu.Unlock()
+			return fence.Lease{}, err
+		}
+		// Queued behind earlier waiters; the end of the delay hands off.
 	case e.lease == nil:
 		l, err := s.grantLocked(ctx, resource, e, holder, ttl)
 		e.mu.Unlock()
@@ -344,6 +380,46 @@ func (s *Service) Status(ctx context.Context, resource string) (fence.LockStatus
 	return st, nil
 }
 
+// Revoke implements fence.Revoker: it ends the current lease, if any, and
+// raises the resource's fence to a new token issued to nobody, so that the
+// old holder is fenced at once; then waiters are served as after a release.
+// A lock-delay in progress ends too, since the old holder is fenced. A revoke
+// is logged ("lock revoked") and counted in fence_lock_revocations_total.
+func (s *Service) Revoke(ctx context.Context, resource string) (fence.RevokeResult, error) {
+	if err := fence.ValidateResource(resource); err != nil {
+		return fence.RevokeResult{}, fmt.Errorf("lock: revoke: %w", err)
+	}
+	e, err := s.ref(resource)
+	if err != nil {
+		return fence.RevokeResult{}, fmt.Errorf("lock: revoke %q: %w", resource, err)
+	}
+	defer s.unref(resource, e)
+	if err := s.lockEntry(e); err != nil {
+		return fence.RevokeResult{}, fmt.Errorf("lock: revoke %q: %w", resource, err)
+	}
+	defer e.mu.Unlock()
+	s.expireLocked(resource, e, time.Now())
+	var holder string
+	if e.lease != nil {
+		holder = e.lease.Holder
+	}
+	lastFence, revoked, err := s.ledger.Revoke(ctx, resource)
+	if err != nil {
+		// The lease stays in memory: if the ledger did record the revoke,
+		// the old holder is fenced anyway, and a retry revokes again.
+		return fence.RevokeResult{}, fmt.Errorf("lock: revoke %q: %w", resource, err)
+	}
+	if e.lease != nil {
+		clearLeaseLocked(e)
+	}
+	clearDelayLocked(e)
+	revocationsTotal.Inc()
+	s.Logger.Info("lock revoked", "resource", resource, "holder", holder,
+		"token", uint64(revoked), "last_fence", uint64(lastFence))
+	s.handOffLocked(resource, e)
+	return fence.RevokeResult{Resource: resource, Revoked: revoked, LastFence: lastFence}, nil
+}
+
 // grantLocked issues the next token to holder; the ledger raises the
 // resource's fence before this returns.
 func (s *Service) grantLocked(ctx context.Context, resource string, e *entry, holder string, ttl time.Duration) (fence.Lease, error) {
@@ -418,8 +494,56 @@ func (s *Service) expireLocked(resource string, e *entry, now time.Time) {
 	if e.lease == nil || now.Before(e.lease.Expires) {
 		return
 	}
+	expires := e.lease.Expires
 	expirationsTotal.Inc()
 	s.endLocked(resource, e, "lock expired")
+	// The delay counts from the expiry, not from when it was noticed.
+	if until := expires.Add(s.LockDelay); s.LockDelay > 0 && now.Before(until) {
+		s.delayLocked(resource, e, until)
+	}
+	s.handOffLocked(resource, e)
+}
+
+// delayLocked starts a lock-delay on the free resource until until.
+func (s *Service) delayLocked(resource string, e *entry, until time.Time) {
+	clearDelayLocked(e)
+	e.delayUntil = until
+	e.delayTimer = time.AfterFunc(time.Until(until), func() { s.endDelay(resource) })
+	lockDelaysTotal.Inc()
+	s.Logger.Info("lock delay started", "resource", resource,
+		"lock_delay_ms", s.LockDelay.Milliseconds(), "until", until.UTC().Format(time.RFC3339Nano))
+}
+
+// delayedLocked reports whether the resource is in its lock-delay at now.
+func (s *Service) delayedLocked(e *entry, now time.Time) bool {
+	return !e.delayUntil.IsZero() && now.Before(e.delayUntil)
+}
+
+func clearDelayLocked(e *entry) {
+	e.delayUntil = time.Time{}
+	if e.delayTimer != nil {
+		e.delayTimer.Stop()
+		e.delayTimer = nil
+	}
+}
+
+// endDelay runs when a lock-delay's timer fires: it hands the resource to the
+// first waiter.
+func (s *Service) endDelay(resource string) {
+	e, err := s.ref(resource)
+	if err != nil {
+		return // closed
+	}
+	defer s.unref(resource, e)
+	if s.lockEntry(e) != nil {
+		return // closed
+	}
+	defer e.mu.Unlock()
+	if e.delayUntil.IsZero() || time.Now().Before(e.delayUntil) {
+		return // ended already (a revoke), or a new delay started after this timer fired
+	}
+	clearDelayLocked(e)
+	s.Logger.Info("lock delay ended", "resource", resource, "waiters", len(e.queue))
 	s.handOffLocked(resource, e)
 }
 
@@ -428,6 +552,9 @@ func (s *Service) expireLocked(resource string, e *entry, now time.Time) {
 // same lease. A grant whose requests have all gone while it was being
 // recorded is released at once, so that it does not block the queue for a TTL.
 func (s *Service) handOffLocked(resource string, e *entry) {
+	if s.delayedLocked(e, time.Now()) {
+		return // the delay's timer hands off when it ends
+	}
 	for e.lease == nil && len(e.queue) > 0 {
 		w := e.queue[0]
 		e.queue = e.queue[1:]
@@ -484,8 +611,11 @@ func (s *Service) endLocked(resource string, e *entry, msg string) {
 func (s *Service) heldErrorLocked(resource string, e *entry, now time.Time) error {
 	rejectionsTotal.WithLabelValues("lock_held").Inc()
 	var retry time.Duration
-	if e.lease != nil {
+	switch {
+	case e.lease != nil:
 		retry = e.lease.Expires.Sub(now)
+	case s.delayedLocked(e, now):
+		retry = e.delayUntil.Sub(now)
 	}
 	return &fence.LockHeldError{Resource: resource, RetryAfter: retry}
 }

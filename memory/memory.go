@@ -19,7 +19,7 @@ import (
 type rules = state.DB
 
 // DB is state in memory. It implements fence.Store (Put, Get, Delete, Fence,
-// Claim, Txn) and fence.Ledger (Grant, Refresh, End, Leases, LastToken) and is
+// Claim, Txn) and fence.Ledger (Grant, Refresh, End, Revoke, Leases, LastToken) and is
 // safe for concurrent use. The zero DB is not usable; call New.
 type DB struct {
 	*rules

@@ -65,10 +65,25 @@ func TestParseFlags(t *testing.T) {
 		}
 	})
 
+	t.Run("LockDelay", func(t *testing.T) {
+		t.Setenv("FENCE_LOCK_DELAY", "5s")
+		var cfg serveConfig
+		if err := parseFlags(serveFlags(&cfg, io.Discard), nil); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.LockDelay != 5*time.Second {
+			t.Fatalf("LockDelay=%s, want 5s from FENCE_LOCK_DELAY", cfg.LockDelay)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+	})
+
 	t.Run("Validate", func(t *testing.T) {
 		for _, args := range [][]string{
 			{"--listen", ""}, {"--listen", "no-port"}, {"--data", ""},
 			{"--write-timeout", "0s"}, {"--shutdown-grace", "-1s"},
+			{"--lock-delay", "-1s"}, {"--lock-delay", "61s"},
 		} {
 			var cfg serveConfig
 			if err := parseFlags(serveFlags(&cfg, io.Discard), args); err != nil {

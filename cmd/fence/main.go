@@ -43,6 +43,7 @@ var commands = []struct {
 	{"acquire", command{summary: "acquire a lock and print the lease", run: acquireCmd}},
 	{"renew", command{summary: "renew a lease", run: renewCmd}},
 	{"release", command{summary: "release a lease", run: releaseCmd}},
+	{"revoke", command{summary: "take a lock from its holder and fence it (admin; unprotected for now)", run: revokeCmd}},
 	{"status", command{summary: "print a lock's status", run: statusCmd}},
 	{"put", command{summary: "write a value with a fencing token", run: putCmd}},
 	{"get", command{summary: "read a value", run: getCmd}},

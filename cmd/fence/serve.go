@@ -26,6 +26,7 @@ type serveConfig struct {
 	WriteTimeout      time.Duration // to write a response (acquires extend it by their wait)
 	IdleTimeout       time.Duration // to keep an idle keep-alive connection
 	ShutdownGrace     time.Duration // for requests in flight at shutdown
+	LockDelay         time.Duration // no grant for this long after a lease expires; 0 none
 }
 
 // Validate reports a configuration that cannot work.
@@ -47,6 +48,9 @@ func (c *serveConfig) Validate() error {
 			return fmt.Errorf("%s must be positive, not %s", name, d)
 		}
 	}
+	if c.LockDelay < 0 || c.LockDelay > lock.MaxLockDelay {
+		return fmt.Errorf("--lock-delay must be between 0 and %s, not %s", lock.MaxLockDelay, c.LockDelay)
+	}
 	if c.ShutdownGrace < 0 {
 		return fmt.Errorf("--shutdown-grace must not be negative, not %s", c.ShutdownGrace)
 	}
@@ -64,6 +68,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", 30*time.Second, "time to write a response; an acquire adds its wait_ms")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 120*time.Second, "time an idle keep-alive connection stays open")
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", 10*time.Second, "time for requests in flight to finish at shutdown")
+	fs.DurationVar(&cfg.LockDelay, "lock-delay", 0, "after a lease expires (not after a release), nobody gets the lock for this long (at most 60s)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: fence serve [flags]
 
@@ -75,6 +80,7 @@ Examples:
   fence serve
   fence serve --listen 127.0.0.1:7700 --data /var/lib/fence
   FENCE_DATA=/var/lib/fence fence serve
+  fence serve --lock-delay 5s   # a holder that paused past its TTL gets 5s to notice
 
 Flags (each has an environment twin FENCE_<FLAG>, e.g. FENCE_READ_TIMEOUT):
 `)
@@ -102,6 +108,7 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	defer db.Close()
 	locks := lock.NewService(db)
 	locks.Logger = logger
+	locks.LockDelay = cfg.LockDelay
 	if err := locks.Open(ctx); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -127,7 +134,8 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	// the lock service answers them at once (503), and stops new lock calls.
 	srv.RegisterOnShutdown(func() { locks.Close() })
 
-	logger.Info("fence serving", "addr", ln.Addr().String(), "data", cfg.Data, "version", version())
+	logger.Info("fence serving", "addr", ln.Addr().String(), "data", cfg.Data,
+		"lock_delay", cfg.LockDelay.String(), "version", version())
 	errC := make(chan error, 1)
 	go func() { errC <- srv.Serve(ln) }()
 	select {

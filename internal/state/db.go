@@ -165,6 +165,18 @@ func (db *DB) End(ctx context.Context, resource string, token fence.Token) (fenc
 	return lastFence, db.wrap(err, "end %q", resource)
 }
 
+// Revoke implements fence.Ledger.
+func (db *DB) Revoke(ctx context.Context, resource string) (lastFence, revoked fence.Token, err error) {
+	err = fence.ValidateResource(resource)
+	if err == nil {
+		err = db.engine.Update(ctx, func(tx Tx) (err error) {
+			lastFence, revoked, err = Revoke(tx, resource)
+			return err
+		})
+	}
+	return lastFence, revoked, db.wrap(err, "revoke %q", resource)
+}
+
 // Leases implements fence.Ledger.
 func (db *DB) Leases(ctx context.Context) ([]fence.Lease, error) {
 	var leases []fence.Lease

@@ -358,6 +358,28 @@ func End(tx Tx, resource string, token fence.Token) (fence.Token, error) {
 	return r.LastFence, tx.SetResource(resource, r)
 }
 
+// Revoke ends the recorded lease, if any, and issues the resource's next token
+// straight into its fence, without a lease: every holder of an older token is
+// fenced, and the next grant gets a greater token still. It returns the new
+// last fence and the token of the lease it ended (0 if none was recorded).
+func Revoke(tx Tx, resource string) (lastFence, revoked fence.Token, err error) {
+	r, err := tx.Resource(resource)
+	if err != nil {
+		return 0, 0, err
+	}
+	if r.LastToken >= fence.MaxToken {
+		return 0, 0, fmt.Errorf("%w: %q", ErrTokensExhausted, resource)
+	}
+	revoked = r.LeaseToken
+	token := r.LastToken + 1
+	r.LastToken, r.LastFence = token, max(r.LastFence, token)
+	r.LeaseToken, r.Holder, r.TTL, r.Expires = 0, "", 0, 0
+	if err := tx.SetResource(resource, r); err != nil {
+		return 0, 0, err
+	}
+	return r.LastFence, revoked, nil
+}
+
 // Lease returns the lease recorded in r, if any.
 func (r Resource) Lease(name string) (fence.Lease, bool) {
 	if r.LeaseToken == 0 {

@@ -201,6 +201,47 @@ func TestGrant(t *testing.T) {
 	})
 }
 
+func TestRevoke(t *testing.T) {
+	exp := time.Unix(1_900_000_000, 5)
+	t.Run("Held", func(t *testing.T) {
+		tx := newTx()
+		tok, _ := state.Grant(tx, "a", "h", time.Second, exp)
+		lastFence, revoked, err := state.Revoke(tx, "a")
+		if err != nil || lastFence != tok+1 || revoked != tok {
+			t.Fatalf("Revoke=%d, %d, %v; want %d, %d, nil", lastFence, revoked, err, tok+1, tok)
+		}
+		want := state.Resource{LastToken: tok + 1, LastFence: tok + 1}
+		if got := tx.resources["a"]; got != want {
+			t.Fatalf("Resource=%+v, want %+v (no lease)", got, want)
+		}
+		if _, err := state.Refresh(tx, "a", tok, time.Second, exp); !errors.Is(err, fence.ErrLeaseLost) {
+			t.Fatalf("Refresh of the revoked lease: err=%v, want ErrLeaseLost", err)
+		}
+		if _, err := state.Put(tx, "a", "k", nil, tok, fence.Cond{}); !errors.Is(err, fence.ErrFenced) {
+			t.Fatalf("Put with the revoked token: err=%v, want ErrFenced", err)
+		}
+		if next, _ := state.Grant(tx, "a", "h2", time.Second, exp); next != tok+2 {
+			t.Fatalf("Grant after Revoke=%d, want %d", next, tok+2)
+		}
+	})
+	t.Run("Free", func(t *testing.T) {
+		tx := newTx()
+		lastFence, revoked, err := state.Revoke(tx, "a")
+		if err != nil || lastFence != 1 || revoked != 0 {
+			t.Fatalf("Revoke=%d, %d, %v; want 1, 0, nil", lastFence, revoked, err)
+		}
+	})
+	t.Run("ErrTokensExhausted", func(t *testing.T) {
+		tx := newTx()
+		tx.resources["a"] = state.Resource{LastToken: fence.MaxToken, LastFence: fence.MaxToken}
+		before := tx.clone()
+		if _, _, err := state.Revoke(tx, "a"); !errors.Is(err, state.ErrTokensExhausted) {
+			t.Fatalf("Revoke: err=%v, want ErrTokensExhausted", err)
+		}
+		tx.same(t, before)
+	})
+}
+
 // The tests below set a fence below the last token, which grants alone never
 // do (a grant raises the fence to its token), to see that writes, claims and
 // txns raise the fence themselves, and that rejections raise nothing.
