@@ -20,6 +20,10 @@ type Lease struct {
 	Token    Token         // the fencing token issued with this grant
 	TTL      time.Duration // the lease's time to live, renewed on every renew
 	Expires  time.Time     // when the lease ends unless renewed
+	// Sequencer is the grant signed by the lock service (see SigningKey.Sign):
+	// send it with writes so that a resource can check the token offline. It
+	// is empty when the server signs nothing.
+	Sequencer string
 }
 
 // LockStatus describes a resource's lock.

@@ -32,7 +32,7 @@ var (
 // process and over HTTP. It is safe for concurrent use.
 type Session struct {
 	locker Locker
-	lease  Lease // Token, Resource, Holder and TTL are fixed; Expires follows renewals
+	lease  Lease // Token, Resource, Holder, TTL and Sequencer are fixed; Expires follows renewals
 	margin time.Duration
 
 	ctx    context.Context
@@ -131,6 +131,10 @@ func (s *Session) Holder() string { return s.lease.Holder }
 
 // Token returns the lease's fencing token. Send it with every write.
 func (s *Session) Token() Token { return s.lease.Token }
+
+// Sequencer returns the lease's signed sequencer, "" if the lock service
+// signs nothing. Send it with writes, next to Token.
+func (s *Session) Sequencer() string { return s.lease.Sequencer }
 
 // TTL returns the lease's time to live.
 func (s *Session) TTL() time.Duration { return s.lease.TTL }

@@ -10,6 +10,8 @@
 // A Lease is a fence.Session (keepalive, Done, Context, Err, Release) plus the
 // storage calls of the fence server, each stamped with the lease's token, and
 // an http.RoundTripper that stamps it on the requests to any other service.
+// When the server signs its grants, the lease's sequencer goes with the token
+// in a Fence-Sequencer header.
 // Errors are the typed errors of package fence: errors.Is(err,
 // fence.ErrFenced), errors.As(err, &fencedErr).
 package client
@@ -118,7 +120,7 @@ func (l *Lease) PutIf(ctx context.Context, key string, value []byte, cond fence.
 	if err := l.check(); err != nil {
 		return fence.WriteResult{}, err
 	}
-	return l.store.Put(ctx, l.Resource(), key, value, l.Token(), cond)
+	return l.store.Put(l.stamp(ctx), l.Resource(), key, value, l.Token(), cond)
 }
 
 // CompareAndSwap writes value under key only if the key is at revision rev
@@ -140,7 +142,7 @@ func (l *Lease) Delete(ctx context.Context, key string) (fence.WriteResult, erro
 	if err := l.check(); err != nil {
 		return fence.WriteResult{}, err
 	}
-	return l.store.Delete(ctx, l.Resource(), key, l.Token(), fence.Cond{})
+	return l.store.Delete(l.stamp(ctx), l.Resource(), key, l.Token(), fence.Cond{})
 }
 
 // Claim raises the resource's fence to the lease's token without writing, so
@@ -149,7 +151,7 @@ func (l *Lease) Claim(ctx context.Context) error {
 	if err := l.check(); err != nil {
 		return err
 	}
-	_, err := l.store.Claim(ctx, l.Resource(), l.Token())
+	_, err := l.store.Claim(l.stamp(ctx), l.Resource(), l.Token())
 	return err
 }
 
@@ -165,13 +167,23 @@ func (l *Lease) Txn(ctx context.Context, t *fence.Txn) (fence.Rev, error) {
 		c.Fences[r] = tok
 	}
 	c.Fences[l.Resource()] = l.Token()
-	return l.store.Txn(ctx, &c)
+	return l.store.Txn(l.stamp(ctx), &c)
+}
+
+// stamp returns ctx with the lease's sequencer, if it has one, for the
+// Fence-Sequencer header of a write (httpapi.WithSequencer).
+func (l *Lease) stamp(ctx context.Context) context.Context {
+	if s := l.Sequencer(); s != "" {
+		return httpapi.WithSequencer(ctx, s)
+	}
+	return ctx
 }
 
 // Transport returns an http.RoundTripper that adds the header
 // "Fencing-Token: <token>" to every mutating request (POST, PUT, PATCH,
 // DELETE) it sends through base (http.DefaultTransport if nil), so that any
 // service that checks fencing tokens can reject this holder once it is stale.
+// When the lease has a sequencer it adds "Fence-Sequencer: <sequencer>" too.
 // After the lease has ended it fails mutating requests without sending them.
 func (l *Lease) Transport(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
@@ -199,6 +211,9 @@ func (t *fencingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	r := req.Clone(req.Context()) // a RoundTripper must not change the caller's request
 	r.Header.Set("Fencing-Token", t.lease.Token().String())
+	if s := t.lease.Sequencer(); s != "" {
+		r.Header.Set(httpapi.SequencerHeader, s)
+	}
 	return t.base.RoundTrip(r)
 }
 

@@ -250,3 +250,86 @@ func TestClient_WithLock(t *testing.T) {
 		t.Fatalf("WithLock: err=%v, want the loss", err)
 	}
 }
+
+func TestLease_Sequencer(t *testing.T) {
+	k, err := fence.GenerateSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSignedServer(t, &k)
+	c := newClient(t, s)
+	keys, err := c.HTTP().Keys(t.Context())
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("Keys=%v, %v; want the server's key", keys, err)
+	}
+	ks := fence.KeySet{keys[0].ID: keys[0].Key}
+	l, err := c.Acquire(t.Context(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(t.Context())
+	seq := l.Sequencer()
+	if _, err := ks.Verify(seq, "orders", l.Token()); err != nil {
+		t.Fatalf("Sequencer %q: %v", seq, err)
+	}
+	ctx := l.Context()
+	if _, err := l.Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.CompareAndSwap(ctx, "k2", []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Claim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Txn(ctx, &fence.Txn{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Delete(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	l.Get(ctx, "k2")
+	for req, want := range map[string]string{
+		"PUT /v1/kv/orders/k":    seq,
+		"PUT /v1/kv/orders/k2":   seq,
+		"POST /v1/fences/orders": seq,
+		"POST /v1/txn":           seq,
+		"DELETE /v1/kv/orders/k": seq,
+		"GET /v1/kv/orders/k2":   "",
+	} {
+		if got, ok := s.seen.Load(req); !ok || got != want {
+			t.Errorf("%s: Fence-Sequencer %q (sent: %v), want %q", req, got, ok, want)
+		}
+	}
+
+	got := make(chan string, 1)
+	srv := newHTTPServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Fencing-Token") + " " + r.Header.Get("Fence-Sequencer")
+	}))
+	hc := &http.Client{Transport: l.Transport(nil)}
+	if resp, err := hc.Post(srv, "text/plain", nil); err == nil {
+		resp.Body.Close()
+	}
+	if h := <-got; h != l.Token().String()+" "+seq {
+		t.Fatalf("Transport sent %q, want the token and the sequencer", h)
+	}
+}
+
+func TestLease_NoSequencer(t *testing.T) {
+	s := newServer(t)
+	c := newClient(t, s)
+	l, err := c.Acquire(t.Context(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(t.Context())
+	if l.Sequencer() != "" {
+		t.Fatalf("Sequencer=%q, want none from a server without a key", l.Sequencer())
+	}
+	if _, err := l.Put(l.Context(), "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.seen.Load("PUT /v1/kv/orders/k"); got != "" {
+		t.Fatalf("Fence-Sequencer %q, want none", got)
+	}
+}

@@ -5,9 +5,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/bolt"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/lock"
@@ -26,9 +28,17 @@ type server struct {
 	URL  string
 	mode atomic.Int32
 	srv  *httptest.Server
+	seen sync.Map // "METHOD /path" to the last Fence-Sequencer header received
 }
 
 func newServer(t testing.TB) *server {
+	t.Helper()
+	return newSignedServer(t, nil)
+}
+
+// newSignedServer is newServer with a lock service that signs its grants
+// with signer (nil: none).
+func newSignedServer(t testing.TB, signer *fence.SigningKey) *server {
 	t.Helper()
 	db, err := bolt.Open(t.TempDir())
 	if err != nil {
@@ -37,13 +47,18 @@ func newServer(t testing.TB) *server {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	locks := lock.NewService(db)
 	locks.Logger = logger
+	locks.Signer = signer
 	if err := locks.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	api := httpapi.NewServer(locks, db)
 	api.Logger = logger
+	if signer != nil {
+		api.Keys = []fence.PublicKey{signer.Public()}
+	}
 	s := &server{}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.seen.Store(r.Method+" "+r.URL.Path, r.Header.Get(httpapi.SequencerHeader))
 		switch s.mode.Load() {
 		case blackout:
 			// Reading the body lets net/http watch the connection, so the

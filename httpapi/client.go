@@ -183,7 +183,48 @@ func (l leaseResponse) lease() (fence.Lease, error) {
 		return fence.Lease{}, fmt.Errorf("httpapi: lease expires_at %q: %w", l.ExpiresAt, err)
 	}
 	return fence.Lease{Resource: l.Resource, Holder: l.Holder, Token: l.Token,
-		TTL: time.Duration(l.TTLMS) * time.Millisecond, Expires: exp}, nil
+		TTL: time.Duration(l.TTLMS) * time.Millisecond, Expires: exp, Sequencer: l.Sequencer}, nil
+}
+
+// Keys returns the public keys that verify the server's sequencers, from
+// GET /v1/keys: none if the server signs nothing. Use them to build a
+// fence.KeySet.
+func (c *Client) Keys(ctx context.Context) ([]fence.PublicKey, error) {
+	var kr keysResponse
+	if err := c.doJSON(ctx, request{method: "GET", path: "/v1/keys", retryable: true}, &kr); err != nil {
+		return nil, err
+	}
+	return kr.Keys, nil
+}
+
+// SequencerHeader is the request header that carries a lease's sequencer
+// (fence.Lease.Sequencer) next to Fencing-Token.
+const SequencerHeader = "Fence-Sequencer"
+
+type sequencerKey struct{}
+
+// WithSequencer returns a copy of ctx that makes the Client's storage writes
+// (Put, Delete, Claim, Txn) send sequencer in the Fence-Sequencer header; ""
+// sends none. The fence server does not check the header yet: guards and
+// middleware that hold the server's public keys (GET /v1/keys) verify it.
+// client.Lease sets it on every write.
+func WithSequencer(ctx context.Context, sequencer string) context.Context {
+	return context.WithValue(ctx, sequencerKey{}, sequencer)
+}
+
+// SequencerFrom returns the sequencer set by WithSequencer, "" if none.
+func SequencerFrom(ctx context.Context) string {
+	s, _ := ctx.Value(sequencerKey{}).(string)
+	return s
+}
+
+// withSequencer adds the Fence-Sequencer header of ctx to h, a write's
+// headers, and returns h.
+func withSequencer(ctx context.Context, h http.Header) http.Header {
+	if s := SequencerFrom(ctx); s != "" {
+		h.Set(SequencerHeader, s)
+	}
+	return h
 }
 
 // Acquire implements fence.Locker. ttl is rounded to whole milliseconds.
@@ -280,7 +321,7 @@ func condHeader(token fence.Token, cond fence.Cond) http.Header {
 
 // Put implements fence.Store.
 func (c *Client) Put(ctx context.Context, resource, key string, value []byte, token fence.Token, cond fence.Cond) (fence.WriteResult, error) {
-	h := condHeader(token, cond)
+	h := withSequencer(ctx, condHeader(token, cond))
 	h.Set("Content-Type", "application/octet-stream")
 	var pr putResponse
 	req := request{method: "PUT", path: kvPath(resource, key), body: value, header: h, retryable: cond == fence.Cond{}}
@@ -296,7 +337,7 @@ func (c *Client) Put(ctx context.Context, resource, key string, value []byte, to
 // Delete implements fence.Store.
 func (c *Client) Delete(ctx context.Context, resource, key string, token fence.Token, cond fence.Cond) (fence.WriteResult, error) {
 	var dr deleteResponse
-	if err := c.doJSON(ctx, request{method: "DELETE", path: kvPath(resource, key), header: condHeader(token, cond)}, &dr); err != nil {
+	if err := c.doJSON(ctx, request{method: "DELETE", path: kvPath(resource, key), header: withSequencer(ctx, condHeader(token, cond))}, &dr); err != nil {
 		return fence.WriteResult{}, err
 	}
 	return fence.WriteResult{Rev: dr.Revision, LastFence: token}, nil
@@ -330,7 +371,7 @@ func (c *Client) Fence(ctx context.Context, resource string) (fence.Token, error
 // Claim implements fence.Store.
 func (c *Client) Claim(ctx context.Context, resource string, token fence.Token) (fence.WriteResult, error) {
 	var fr fenceResponse
-	req := request{method: "POST", path: "/v1/fences/" + url.PathEscape(resource), header: condHeader(token, fence.Cond{}), retryable: true}
+	req := request{method: "POST", path: "/v1/fences/" + url.PathEscape(resource), header: withSequencer(ctx, condHeader(token, fence.Cond{})), retryable: true}
 	if err := c.doJSON(ctx, req, &fr); err != nil {
 		return fence.WriteResult{}, err
 	}
@@ -370,7 +411,7 @@ func (c *Client) Txn(ctx context.Context, t *fence.Txn) (fence.Rev, error) {
 		body.Then = append(body.Then, w)
 	}
 	var tr txnResponse
-	if err := c.doJSON(ctx, request{method: "POST", path: "/v1/txn", body: jsonBody(body)}, &tr); err != nil {
+	if err := c.doJSON(ctx, request{method: "POST", path: "/v1/txn", body: jsonBody(body), header: withSequencer(ctx, http.Header{})}, &tr); err != nil {
 		return 0, err
 	}
 	return tr.Revision, nil

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -31,6 +32,7 @@ type leaseResponse struct {
 	Token     fence.Token `json:"token"`
 	TTLMS     int64       `json:"ttl_ms"`
 	ExpiresAt string      `json:"expires_at"`
+	Sequencer string      `json:"sequencer,omitempty"` // absent when the server signs nothing
 }
 
 func newLeaseResponse(resource string, l fence.Lease) leaseResponse {
@@ -40,6 +42,7 @@ func newLeaseResponse(resource string, l fence.Lease) leaseResponse {
 		Token:     l.Token,
 		TTLMS:     l.TTL.Milliseconds(),
 		ExpiresAt: timestamp(l.Expires),
+		Sequencer: l.Sequencer,
 	}
 }
 
@@ -92,9 +95,28 @@ type fenceResponse struct {
 	LastFence fence.Token `json:"last_fence"`
 }
 
+// keysResponse is the answer to GET /v1/keys. Keys is [] when the server
+// signs nothing.
+type keysResponse struct {
+	Keys []fence.PublicKey `json:"keys"`
+}
+
 // txnResponse is the answer to POST /v1/txn.
 type txnResponse struct {
 	Revision fence.Rev `json:"revision"`
+}
+
+func (s *Server) keys(c *call) error {
+	keys := s.Keys
+	if keys == nil {
+		keys = []fence.PublicKey{}
+	}
+	b, err := json.Marshal(keysResponse{Keys: keys})
+	if err != nil { // a key of the wrong size or with a bad id
+		return fmt.Errorf("%w: encoding the public keys: %w", errInternal, err)
+	}
+	c.writeRaw(b)
+	return nil
 }
 
 func (s *Server) ready(c *call) error {

@@ -42,6 +42,7 @@ var (
 	routeKV      = newRoute("/v1/kv/{resource}/{key}", "GET", "HEAD", "PUT", "DELETE")
 	routeFences  = newRoute("/v1/fences/{resource}", "GET", "HEAD", "POST")
 	routeTxn     = newRoute("/v1/txn", "POST")
+	routeKeys    = newRoute("/v1/keys", "GET", "HEAD")
 )
 
 // unmatched is the route label of paths that match no route.
@@ -72,6 +73,8 @@ func matchPath(p string) (match, bool) {
 		return match{route: routeMetrics}, true
 	case "v1/txn":
 		return match{route: routeTxn}, true
+	case "v1/keys":
+		return match{route: routeKeys}, true
 	}
 	rest, ok = strings.CutPrefix(rest, "v1/")
 	if !ok {

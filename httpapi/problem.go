@@ -41,6 +41,7 @@ var codes = []struct {
 	{fence.ErrFenced, "fenced", http.StatusConflict, "Stale fencing token"},
 	{fence.ErrPreconditionFailed, "precondition_failed", http.StatusPreconditionFailed, "Precondition failed"},
 	{fence.ErrNotFound, "not_found", http.StatusNotFound, "Not found"},
+	{fence.ErrInvalidSequencer, "invalid_sequencer", http.StatusForbidden, "Invalid sequencer"},
 	{fence.ErrLockHeld, "lock_held", http.StatusConflict, "Lock held"},
 	{fence.ErrLeaseLost, "lease_lost", http.StatusConflict, "Lease lost"},
 	{fence.ErrClosed, "unavailable", http.StatusServiceUnavailable, "Service unavailable"},

@@ -36,6 +36,13 @@ type Server struct {
 	// ready.
 	Ready func() error
 
+	// Keys are the public keys that verify the sequencers of this server's
+	// leases, served by GET /v1/keys (an empty list if none). During a key
+	// rotation it lists the old key and the new. The server does not check
+	// the Fence-Sequencer header of requests: guards and middleware that
+	// hold these keys do.
+	Keys []fence.PublicKey
+
 	locker  fence.Locker
 	store   fence.Store
 	metrics http.Handler
@@ -145,6 +152,8 @@ func (s *Server) serve(c *call, m match) error {
 		return s.fence(c, m)
 	case routeTxn:
 		return s.txn(c)
+	case routeKeys:
+		return s.keys(c)
 	}
 	return fmt.Errorf("%w: route %s has no handler", errInternal, m.route.pattern) // cannot happen
 }
@@ -291,6 +300,11 @@ func (c *call) writeJSON(v any) {
 		c.fail(fmt.Errorf("%w: encoding response: %w", errInternal, err))
 		return
 	}
+	c.writeRaw(b)
+}
+
+// writeRaw answers 200 with b, a JSON value.
+func (c *call) writeRaw(b []byte) {
 	h := c.w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")

@@ -28,6 +28,12 @@ type Service struct {
 	// delay; at most MaxLockDelay. Set it before Open.
 	LockDelay time.Duration
 
+	// Signer, if not nil, signs every grant: the lease's Sequencer binds its
+	// resource, holder, token and expiry at the grant. A retried acquire and
+	// a renew return the same sequencer. Nil, the default, means leases
+	// carry no sequencer. Set it before Open.
+	Signer *fence.SigningKey
+
 	ledger fence.Ledger
 
 	mu        sync.Mutex // guards resources and entry.refs; taken before an entry's mu, never after
@@ -91,6 +97,11 @@ func (s *Service) Open(ctx context.Context) error {
 	if s.LockDelay < 0 || s.LockDelay > MaxLockDelay {
 		return fmt.Errorf("lock: open: %w: lock delay %s is outside 0..%s", fence.ErrBadRequest, s.LockDelay, MaxLockDelay)
 	}
+	if s.Signer != nil {
+		if _, err := s.Signer.MarshalText(); err != nil { // validates the key
+			return fmt.Errorf("lock: open: %w", err)
+		}
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	leases, err := s.ledger.Leases(ctx)
 	if err != nil {
@@ -115,6 +126,10 @@ func (s *Service) Open(ctx context.Context) error {
 		l.Expires = now.Add(l.TTL)
 		lastFence, err := s.ledger.Refresh(ctx, l.Resource, l.Token, l.TTL, l.Expires)
 		if err != nil {
+			return fmt.Errorf("lock: open: restore lease %q: %w", l.Resource, err)
+		}
+		// The ledger keeps no sequencer: sign the restored lease again.
+		if l.Sequencer, err = s.sign(l); err != nil {
 			return fmt.Errorf("lock: open: restore lease %q: %w", l.Resource, err)
 		}
 		e := &entry{}
@@ -431,11 +446,27 @@ func (s *Service) grantLocked(ctx context.Context, resource string, e *entry, ho
 		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
 	}
 	l := fence.Lease{Resource: resource, Holder: holder, Token: token, TTL: ttl, Expires: expires}
+	if l.Sequencer, err = s.sign(l); err != nil {
+		// The token is issued and the fence raised; the lease is recorded
+		// and expires by its TTL unless the holder retries (and gets an
+		// unsigned lease) or the service restarts.
+		s.setLeaseLocked(e, l)
+		leasesHeld.Inc()
+		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
+	}
 	s.setLeaseLocked(e, l)
 	grantsTotal.Inc()
 	leasesHeld.Inc()
 	s.log("lock acquired", l, token)
 	return l, nil
+}
+
+// sign returns the sequencer of l, "" if the service has no Signer.
+func (s *Service) sign(l fence.Lease) (string, error) {
+	if s.Signer == nil {
+		return "", nil
+	}
+	return s.Signer.Sign(fence.Sequencer{Resource: l.Resource, Holder: l.Holder, Token: l.Token, Expires: l.Expires})
 }
 
 func (s *Service) refreshLocked(ctx context.Context, resource string, e *entry, ttl time.Duration, now time.Time, msg string) (fence.Lease, error) {

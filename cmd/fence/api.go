@@ -124,11 +124,16 @@ type leaseJSON struct {
 	Token     fence.Token `json:"token"`
 	TTLMS     int64       `json:"ttl_ms"`
 	ExpiresAt string      `json:"expires_at"`
+	Sequencer string      `json:"sequencer,omitempty"`
 }
 
 func leaseOut(l fence.Lease) (leaseJSON, string) {
-	j := leaseJSON{l.Resource, l.Holder, l.Token, l.TTL.Milliseconds(), l.Expires.UTC().Format(time.RFC3339Nano)}
-	return j, fmt.Sprintf("%s: token %d, holder %s, ttl %s, expires %s", l.Resource, l.Token, l.Holder, l.TTL, j.ExpiresAt)
+	j := leaseJSON{l.Resource, l.Holder, l.Token, l.TTL.Milliseconds(), l.Expires.UTC().Format(time.RFC3339Nano), l.Sequencer}
+	text := fmt.Sprintf("%s: token %d, holder %s, ttl %s, expires %s", l.Resource, l.Token, l.Holder, l.TTL, j.ExpiresAt)
+	if l.Sequencer != "" {
+		text += ", sequencer " + l.Sequencer
+	}
+	return j, text
 }
 
 func acquireCmd(ctx context.Context, args []string, std stdio) error {

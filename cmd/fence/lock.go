@@ -22,7 +22,8 @@ const lockExamples = `  fence lock nightly-report -- ./make-report.sh --full
 
 // lockCmd runs a command under a lock: it acquires RESOURCE, runs the
 // command in its own process group with FENCE_TOKEN, FENCE_RESOURCE,
-// FENCE_HOLDER and FENCE_ADDR in its environment, keeps the lease alive, and
+// FENCE_HOLDER and FENCE_ADDR (and FENCE_SEQUENCER if the server signs its
+// grants) in its environment, keeps the lease alive, and
 // releases it when the command exits, with the command's exit code. If the
 // lease is lost, the command's process group gets SIGTERM at once and SIGKILL
 // after --kill-grace, and fence exits with exitLeaseLost.
@@ -84,6 +85,9 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		"FENCE_HOLDER="+lease.Holder(),
 		"FENCE_ADDR="+cfg.Addr,
 	)
+	if seq := lease.Sequencer(); seq != "" {
+		cmd.Env = append(cmd.Env, "FENCE_SEQUENCER="+seq)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		release()

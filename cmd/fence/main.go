@@ -39,6 +39,7 @@ var commands = []struct {
 	command
 }{
 	{"serve", command{summary: "run the lock service and the fenced storage", run: serve}},
+	{"keygen", command{summary: "write a new sequencer signing key for serve --signing-key", run: keygenCmd}},
 	{"lock", command{summary: "run a command under a lock, with its token in FENCE_TOKEN", run: lockCmd}},
 	{"acquire", command{summary: "acquire a lock and print the lease", run: acquireCmd}},
 	{"renew", command{summary: "renew a lease", run: renewCmd}},

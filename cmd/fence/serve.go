@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
+	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/bolt"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/lock"
@@ -27,6 +29,20 @@ type serveConfig struct {
 	IdleTimeout       time.Duration // to keep an idle keep-alive connection
 	ShutdownGrace     time.Duration // for requests in flight at shutdown
 	LockDelay         time.Duration // no grant for this long after a lease expires; 0 none
+	SigningKey        string        // file of the key that signs sequencers; "" none
+}
+
+// loadSigningKey reads a key file written by fence keygen.
+func loadSigningKey(file string) (*fence.SigningKey, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--signing-key: %w", err)
+	}
+	var k fence.SigningKey
+	if err := k.UnmarshalText(b); err != nil {
+		return nil, fmt.Errorf("--signing-key %s: %w (write one with fence keygen)", file, err)
+	}
+	return &k, nil
 }
 
 // Validate reports a configuration that cannot work.
@@ -69,6 +85,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 120*time.Second, "time an idle keep-alive connection stays open")
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", 10*time.Second, "time for requests in flight to finish at shutdown")
 	fs.DurationVar(&cfg.LockDelay, "lock-delay", 0, "after a lease expires (not after a release), nobody gets the lock for this long (at most 60s)")
+	fs.StringVar(&cfg.SigningKey, "signing-key", "", "key `file` (from fence keygen) that signs a sequencer for every grant; its public key is served at GET /v1/keys")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: fence serve [flags]
 
@@ -81,6 +98,7 @@ Examples:
   fence serve --listen 127.0.0.1:7700 --data /var/lib/fence
   FENCE_DATA=/var/lib/fence fence serve
   fence serve --lock-delay 5s   # a holder that paused past its TTL gets 5s to notice
+  fence keygen --out /etc/fence/signing.key && fence serve --signing-key /etc/fence/signing.key
 
 Flags (each has an environment twin FENCE_<FLAG>, e.g. FENCE_READ_TIMEOUT):
 `)
@@ -99,6 +117,14 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	if err := cfg.Validate(); err != nil {
 		return &usageError{fmt.Errorf("serve: %w", err)}
 	}
+	var signer *fence.SigningKey
+	if cfg.SigningKey != "" {
+		k, err := loadSigningKey(cfg.SigningKey)
+		if err != nil {
+			return &usageError{fmt.Errorf("serve: %w", err)}
+		}
+		signer = k
+	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 
 	db, err := bolt.Open(cfg.Data)
@@ -109,6 +135,7 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	locks := lock.NewService(db)
 	locks.Logger = logger
 	locks.LockDelay = cfg.LockDelay
+	locks.Signer = signer
 	if err := locks.Open(ctx); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -117,6 +144,11 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	api := httpapi.NewServer(locks, db)
 	api.Logger = logger
 	api.Ready = db.Check
+	keyID := ""
+	if signer != nil {
+		api.Keys = []fence.PublicKey{signer.Public()}
+		keyID = signer.ID
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -135,7 +167,7 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	srv.RegisterOnShutdown(func() { locks.Close() })
 
 	logger.Info("fence serving", "addr", ln.Addr().String(), "data", cfg.Data,
-		"lock_delay", cfg.LockDelay.String(), "version", version())
+		"lock_delay", cfg.LockDelay.String(), "signing_key_id", keyID, "version", version())
 	errC := make(chan error, 1)
 	go func() { errC <- srv.Serve(ln) }()
 	select {
