@@ -30,6 +30,15 @@ type Guard struct {
 	// no other writer may write under it.
 	Prefix string
 
+	// Keys are the lock service's public keys. nil: sequencers are not
+	// required. Set: every guarded write and claim (Apply, Claim) requires a
+	// valid sequencer for its resource and token in ctx (fence.WithSequencer),
+	// checked before anything is sent to etcd; otherwise it returns an error
+	// wrapping fence.ErrInvalidSequencer and changes nothing. A valid
+	// sequencer never makes a stale token acceptable. Set it before the first
+	// call.
+	Keys fence.KeySet
+
 	kv clientv3.KV
 }
 
@@ -105,6 +114,9 @@ func (g *Guard) apply(ctx context.Context, verb, resource string, token fence.To
 	}
 	if !token.Valid() {
 		return nil, fmt.Errorf("etcd: %s %q: %w: %d", verb, resource, fence.ErrInvalidToken, uint64(token))
+	}
+	if err := g.Keys.Check(ctx, resource, token); err != nil {
+		return nil, fmt.Errorf("etcd: %s %q: %w", verb, resource, err)
 	}
 	if err := g.checkOps(ops); err != nil {
 		return nil, fmt.Errorf("etcd: %s %q: %w", verb, resource, err)

@@ -201,20 +201,20 @@ func (c *Client) Keys(ctx context.Context) ([]fence.PublicKey, error) {
 // (fence.Lease.Sequencer) next to Fencing-Token.
 const SequencerHeader = "Fence-Sequencer"
 
-type sequencerKey struct{}
-
 // WithSequencer returns a copy of ctx that makes the Client's storage writes
 // (Put, Delete, Claim, Txn) send sequencer in the Fence-Sequencer header; ""
 // sends none. The fence server does not check the header yet: guards and
 // middleware that hold the server's public keys (GET /v1/keys) verify it.
-// client.Lease sets it on every write.
+// client.Lease sets it on every write. It is fence.WithSequencer, so a guard
+// with Keys set verifies the same sequencer.
 func WithSequencer(ctx context.Context, sequencer string) context.Context {
-	return context.WithValue(ctx, sequencerKey{}, sequencer)
+	return fence.WithSequencer(ctx, sequencer)
 }
 
-// SequencerFrom returns the sequencer set by WithSequencer, "" if none.
+// SequencerFrom returns the sequencer set by WithSequencer (or
+// fence.WithSequencer), "" if none.
 func SequencerFrom(ctx context.Context) string {
-	s, _ := ctx.Value(sequencerKey{}).(string)
+	s, _ := fence.SequencerFrom(ctx)
 	return s
 }
 

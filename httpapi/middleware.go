@@ -23,7 +23,25 @@ import (
 // same token (postgres.Guard.Run, redis.Guard.Apply, etcd.Guard.Apply).
 //
 //	h := httpapi.RequireFence(pgGuard, func(r *http.Request) string { return r.PathValue("account") })(mux)
+//
+// RequireFence does not check sequencers: anyone who can send a request can
+// raise the fence to any token. Use RequireFenceSigned to require them.
 func RequireFence(f fence.Fencer, resource func(*http.Request) string) func(http.Handler) http.Handler {
+	return RequireFenceSigned(f, nil, resource)
+}
+
+// RequireFenceSigned is RequireFence that also requires, if keys is not nil,
+// a Fence-Sequencer header (SequencerHeader) that keys verifies for the
+// request's resource and Fencing-Token (fence.KeySet.Verify): a mutating
+// request without one, or with one that is malformed, badly signed, signed by
+// a key not in keys, or for another resource or token, is answered 403
+// invalid_sequencer, and nothing is claimed. A valid sequencer never makes a
+// stale token acceptable: the fence is still checked and raised through f.
+// With nil keys it is RequireFence.
+//
+// The handler's context carries the sequencer (fence.SequencerFrom), so that a
+// guard with Keys set, used in the handler, verifies it again.
+func RequireFenceSigned(f fence.Fencer, keys fence.KeySet, resource func(*http.Request) string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.Method {
@@ -32,18 +50,24 @@ func RequireFence(f fence.Fencer, resource func(*http.Request) string) func(http
 				next.ServeHTTP(w, r)
 				return
 			}
+			ctx := r.Context()
+			if seq := r.Header.Get(SequencerHeader); seq != "" {
+				ctx = fence.WithSequencer(ctx, seq)
+			}
 			token, err := fencingToken(r.Header)
 			if err == nil {
 				res := resource(r)
 				if err = fence.ValidateResource(res); err == nil {
-					err = f.Claim(r.Context(), res, token)
+					if err = keys.Check(ctx, res, token); err == nil {
+						err = f.Claim(ctx, res, token)
+					}
 				}
 			}
 			if err != nil {
 				writeProblem(w, err, "")
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, token)))
+			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, tokenKey{}, token)))
 		})
 	}
 }

@@ -43,6 +43,15 @@ type Guard struct {
 	// before the first call.
 	Table string
 
+	// Keys are the lock service's public keys. nil: sequencers are not
+	// required. Set: every guarded write and claim (Run, Check, Claim)
+	// requires a valid sequencer for its resource and token in ctx
+	// (fence.WithSequencer), checked before anything is sent to the database;
+	// otherwise it returns an error wrapping fence.ErrInvalidSequencer and
+	// changes nothing. A valid sequencer never makes a stale token acceptable.
+	// Set it before the first call.
+	Keys fence.KeySet
+
 	db DB
 }
 
@@ -79,6 +88,9 @@ func (g *Guard) Run(ctx context.Context, resource string, token fence.Token, fn 
 	if err != nil {
 		return fmt.Errorf("postgres: run %q: %w", resource, err)
 	}
+	if err := g.Keys.Check(ctx, resource, token); err != nil {
+		return fmt.Errorf("postgres: run %q: %w", resource, err)
+	}
 	tx, err := g.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: run %q: begin: %w", resource, err)
@@ -113,6 +125,9 @@ func (g *Guard) Check(ctx context.Context, tx pgx.Tx, resource string, token fen
 	if err != nil {
 		return fmt.Errorf("postgres: check %q: %w", resource, err)
 	}
+	if err := g.Keys.Check(ctx, resource, token); err != nil {
+		return fmt.Errorf("postgres: check %q: %w", resource, err)
+	}
 	return wrap("check", resource, raise(ctx, tx, table, resource, token))
 }
 
@@ -123,6 +138,9 @@ func (g *Guard) Check(ctx context.Context, tx pgx.Tx, resource string, token fen
 func (g *Guard) Claim(ctx context.Context, resource string, token fence.Token) error {
 	table, err := g.prepare(resource, token)
 	if err != nil {
+		return fmt.Errorf("postgres: claim %q: %w", resource, err)
+	}
+	if err := g.Keys.Check(ctx, resource, token); err != nil {
 		return fmt.Errorf("postgres: claim %q: %w", resource, err)
 	}
 	return wrap("claim", resource, raise(ctx, g.db, table, resource, token))

@@ -67,6 +67,15 @@ func Key(resource, name string) string { return "{" + resource + "}:" + name }
 // write may or may not have been applied, and the guard does not resend it.
 // A write that returns nil is as durable as Redis makes any write.
 type Guard struct {
+	// Keys are the lock service's public keys. nil: sequencers are not
+	// required. Set: every guarded write and claim (Apply, Claim) requires a
+	// valid sequencer for its resource and token in ctx (fence.WithSequencer),
+	// checked before anything is sent to Redis; otherwise it returns an error
+	// wrapping fence.ErrInvalidSequencer and changes nothing. A valid
+	// sequencer never makes a stale token acceptable. Set it before the first
+	// call.
+	Keys fence.KeySet
+
 	client goredis.UniversalClient
 }
 
@@ -141,6 +150,9 @@ func (g *Guard) run(ctx context.Context, verb, resource string, token fence.Toke
 	}
 	if !token.Valid() {
 		return fmt.Errorf("redis: %s %q: %w: %d", verb, resource, fence.ErrInvalidToken, uint64(token))
+	}
+	if err := g.Keys.Check(ctx, resource, token); err != nil {
+		return fmt.Errorf("redis: %s %q: %w", verb, resource, err)
 	}
 	fenceKey := FenceKey(resource)
 	slot := Slot(fenceKey)
