@@ -89,3 +89,9 @@ func (e *LeaseLostError) Error() string {
 
 // Is makes errors.Is(err, ErrLeaseLost) true for every *LeaseLostError.
 func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
+
+// ErrUnauthorized means a request carried no valid bearer token.
+var ErrUnauthorized = errors.New("fence: unauthorized")
+
+// ErrForbidden means a request's token lacks the permission it needs.
+var ErrForbidden = errors.New("fence: forbidden")

@@ -31,13 +31,26 @@ type Client struct {
 	api *httpapi.Client
 }
 
+// Option configures a Client in New.
+type Option func(*Client)
+
+// WithAuthToken makes the client send token as a bearer token
+// ("Authorization: Bearer <token>") with every request.
+func WithAuthToken(token string) Option {
+	return func(c *Client) { c.api.AuthToken = token }
+}
+
 // New returns a client of the server at addr, e.g. "http://127.0.0.1:7700".
-func New(addr string) (*Client, error) {
+func New(addr string, opts ...Option) (*Client, error) {
 	api, err := httpapi.NewClient(addr)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	return &Client{api: api}, nil
+	c := &Client{api: api}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
 }
 
 // HTTP returns the underlying fence.Locker and fence.Store, for calls that

@@ -39,6 +39,9 @@ type Client struct {
 	// Backoff is the wait before the first retry, doubled for each next one
 	// (with jitter), at most 1 s. Default 50 ms.
 	Backoff time.Duration
+	// AuthToken, if set, is sent as "Authorization: Bearer <AuthToken>"
+	// with every request.
+	AuthToken string
 
 	base string // scheme://host[:port][/prefix], without a trailing slash
 }
@@ -118,6 +121,9 @@ func (c *Client) once(ctx context.Context, req request) (resp apiResponse, err e
 	}
 	for k, v := range req.header {
 		hreq.Header[k] = v
+	}
+	if c.AuthToken != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.AuthToken)
 	}
 	if req.body != nil && hreq.Header.Get("Content-Type") == "" {
 		hreq.Header.Set("Content-Type", "application/json")

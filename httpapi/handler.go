@@ -354,6 +354,9 @@ func (s *Server) txn(c *call) error {
 	if err != nil {
 		return err
 	}
+	if err := s.authorizeTxn(c, t); err != nil {
+		return err
+	}
 	rev, err := s.store.Txn(c.r.Context(), t)
 	if err != nil {
 		return err

@@ -33,6 +33,8 @@ var codes = []struct {
 	status int
 	title  string
 }{
+	{fence.ErrUnauthorized, "unauthorized", http.StatusUnauthorized, "Unauthorized"},
+	{fence.ErrForbidden, "forbidden", http.StatusForbidden, "Forbidden"},
 	{fence.ErrTooLarge, "too_large", http.StatusRequestEntityTooLarge, "Request too large"},
 	{fence.ErrBadRequest, "bad_request", http.StatusBadRequest, "Bad request"},
 	{fence.ErrFenceRequired, "fence_required", http.StatusPreconditionRequired, "Fencing token required"},
@@ -163,6 +165,9 @@ func writeProblem(w http.ResponseWriter, err error, allow string) problemBody {
 	var he *fence.LockHeldError
 	if errors.As(err, &he) {
 		h.Set("Retry-After", retryAfter(he.RetryAfter))
+	}
+	if p.Code == "unauthorized" {
+		h.Set("WWW-Authenticate", `Bearer realm="fence"`)
 	}
 	if p.Code == "method_not_allowed" && allow != "" {
 		h.Set("Allow", allow)

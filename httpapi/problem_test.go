@@ -15,7 +15,7 @@ import (
 var sentinels = []error{
 	fence.ErrTooLarge, fence.ErrBadRequest, fence.ErrFenceRequired, fence.ErrInvalidToken,
 	fence.ErrTokenNotIssued, fence.ErrFenced, fence.ErrPreconditionFailed, fence.ErrNotFound,
-	fence.ErrLockHeld, fence.ErrLeaseLost, fence.ErrClosed,
+	fence.ErrLockHeld, fence.ErrLeaseLost, fence.ErrClosed, fence.ErrUnauthorized, fence.ErrForbidden,
 }
 
 // TestProblemError_RoundTrip checks that a server error, written as a problem
@@ -148,7 +148,7 @@ func TestProblemError_UnknownCode(t *testing.T) {
 
 // TestCodes checks the table: one entry per code, in the API's precedence.
 func TestCodes(t *testing.T) {
-	order := []string{"too_large", "bad_request", "fence_required", "invalid_token", "token_not_issued", "fenced", "precondition_failed", "not_found"}
+	order := []string{"unauthorized", "forbidden", "too_large", "bad_request", "fence_required", "invalid_token", "token_not_issued", "fenced", "precondition_failed", "not_found"}
 	seen := map[string]bool{}
 	for i, c := range codes {
 		if seen[c.code] {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -42,6 +44,30 @@ type Server struct {
 	// the Fence-Sequencer header of requests: guards and middleware that
 	// hold these keys do.
 	Keys []fence.PublicKey
+
+	// Auth, if non-nil, authorises every /v1 request (except GET /v1/keys)
+	// before its handler runs: it is called with the request, the permission
+	// the route needs and the resource it names, and the request fails with
+	// the error it returns, which should wrap fence.ErrUnauthorized (401, no
+	// or unknown credentials) or fence.ErrForbidden (403). The permissions:
+	//
+	//	"lock"  POST /v1/locks/{resource}/acquire, renew, release
+	//	"read"  GET/HEAD /v1/locks/{resource}, /v1/kv/..., /v1/fences/{resource}
+	//	"write" PUT/DELETE /v1/kv/..., POST /v1/fences/{resource}
+	//	"admin" POST /v1/locks/{resource}/revoke; GET /metrics if ProtectMetrics
+	//
+	// POST /v1/txn is first called with "write" and resource "" (only an
+	// ErrUnauthorized answer counts, so that bad credentials are 401 before
+	// the body is read), then, after decoding, with "write" for every
+	// resource in its fences and ops and "read" for every resource in its
+	// compares. /healthz, /readyz and /v1/keys are always open. Nil, the
+	// default, means no authorisation.
+	Auth func(r *http.Request, perm string, resource string) error
+
+	// ProtectMetrics makes GET /metrics need the "admin" permission on
+	// resource "" from Auth (so a grant on "*"). It has no effect if Auth
+	// is nil.
+	ProtectMetrics bool
 
 	locker  fence.Locker
 	store   fence.Store
@@ -111,9 +137,88 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(fmt.Errorf("%w: %s %s; allowed: %s", errMethodNotAllowed, r.Method, m.route.pattern, m.route.allow))
 		return
 	}
+	if err := s.authorize(c, m); err != nil {
+		c.fail(err)
+		return
+	}
 	if err := s.serve(c, m); err != nil {
 		c.fail(err)
 	}
+}
+
+// Permissions that Server.Auth is called with.
+const (
+	permLock  = "lock"
+	permWrite = "write"
+	permRead  = "read"
+	permAdmin = "admin"
+)
+
+// authorize calls s.Auth, if set, with the permission m's route needs. The
+// txn route is authorised in its handler, per resource.
+func (s *Server) authorize(c *call, m match) error {
+	if s.Auth == nil {
+		return nil
+	}
+	var perm string
+	switch m.route {
+	case routeHealthz, routeReadyz, routeKeys:
+		return nil
+	case routeMetrics:
+		if !s.ProtectMetrics {
+			return nil
+		}
+		return s.Auth(c.r, permAdmin, "")
+	case routeTxn:
+		err := s.Auth(c.r, permWrite, "")
+		if errors.Is(err, fence.ErrUnauthorized) {
+			return err
+		}
+		return nil
+	case routeAcquire, routeRenew, routeRelease:
+		perm = permLock
+	case routeRevoke:
+		perm = permAdmin
+	case routeLock:
+		perm = permRead
+	case routeKV, routeFences:
+		perm = permRead
+		if c.r.Method != "GET" && c.r.Method != "HEAD" {
+			perm = permWrite
+		}
+	default:
+		return fmt.Errorf("%w: route %s has no permission", errInternal, m.route.pattern) // cannot happen
+	}
+	// A resource that does not decode is checked as sent; the handler then
+	// answers bad_request to those allowed to see it.
+	resource, err := url.PathUnescape(m.resource)
+	if err != nil {
+		resource = m.resource
+	}
+	return s.Auth(c.r, perm, resource)
+}
+
+// authorizeTxn calls s.Auth, if set, for every resource of t.
+func (s *Server) authorizeTxn(c *call, t *fence.Txn) error {
+	if s.Auth == nil {
+		return nil
+	}
+	for _, res := range slices.Sorted(maps.Keys(t.Fences)) {
+		if err := s.Auth(c.r, permWrite, res); err != nil {
+			return err
+		}
+	}
+	for _, op := range t.Then {
+		if err := s.Auth(c.r, permWrite, op.Resource); err != nil {
+			return err
+		}
+	}
+	for _, cm := range t.If {
+		if err := s.Auth(c.r, permRead, cm.Resource); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // serve dispatches a matched request to its handler.

@@ -80,6 +80,7 @@ func (c *apiCommand) parse(args []string, names ...string) error {
 	if err != nil {
 		return &usageError{err}
 	}
+	c.api.AuthToken = c.cfg.AuthToken
 	return nil
 }
 

@@ -158,6 +158,7 @@ func (cfg *benchConfig) validate() error {
 		return &usageError{errors.New("bench: --key is empty")}
 	}
 	cfg.Config.Addr = cfg.clientConfig.Addr
+	cfg.Config.AuthToken = cfg.clientConfig.AuthToken
 	if err := cfg.Config.Validate(); err != nil {
 		return &usageError{fmt.Errorf("bench: %w", err)}
 	}

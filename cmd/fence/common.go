@@ -15,6 +15,8 @@ const DefaultAddr = "http://127.0.0.1:7700"
 type clientConfig struct {
 	Addr   string // the server's base URL
 	Output string // "text" or "json"
+	// AuthToken is the bearer token sent with every request; "" none.
+	AuthToken string
 }
 
 // newFlagSet returns a flag set for command name whose --help prints synopsis,
@@ -33,9 +35,10 @@ func newFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet
 	return fs
 }
 
-// addClientFlags adds --addr and -o to fs.
+// addClientFlags adds --addr, --auth-token and -o to fs.
 func addClientFlags(fs *flag.FlagSet, cfg *clientConfig) {
 	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "base `URL` of the fence server")
+	addAuthTokenFlag(fs, cfg)
 	fs.StringVar(&cfg.Output, "o", "text", "output `format`: text or json (also --output, FENCE_OUTPUT)")
 	fs.StringVar(&cfg.Output, "output", "text", "output `format`: text or json")
 }
@@ -89,4 +92,10 @@ func wantArgs(name string, positional []string, names ...string) error {
 // printJSON writes v as one line of JSON.
 func printJSON(w io.Writer, v any) error {
 	return json.NewEncoder(w).Encode(v)
+}
+
+// addAuthTokenFlag adds --auth-token to fs. Prefer its environment twin
+// FENCE_AUTH_TOKEN: a flag's value shows in the process list.
+func addAuthTokenFlag(fs *flag.FlagSet, cfg *clientConfig) {
+	fs.StringVar(&cfg.AuthToken, "auth-token", "", "bearer `token` sent to the server (prefer FENCE_AUTH_TOKEN: flags show in ps)")
 }

@@ -36,6 +36,7 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 	)
 	fs := newFlagSet("lock", "fence lock RESOURCE [--ttl 10s] [--wait D] [--holder ID] [--kill-grace 5s] -- CMD [ARGS...]", lockExamples, std.err)
 	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "base `URL` of the fence server")
+	addAuthTokenFlag(fs, &cfg)
 	fs.DurationVar(&ttl, "ttl", fence.DefaultTTL, "lease time to live; renewed about every ttl/3")
 	fs.DurationVar(&wait, "wait", 0, "how long to wait if another holder has the lock (exit 3 after)")
 	fs.StringVar(&holder, "holder", "", "holder `id` (default: a new random id)")
@@ -53,7 +54,7 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		return &usageError{fmt.Errorf("lock: --kill-grace must not be negative, not %s", killGrace)}
 	}
 	resource := positional[0]
-	c, err := client.New(cfg.Addr)
+	c, err := client.New(cfg.Addr, client.WithAuthToken(cfg.AuthToken))
 	if err != nil {
 		return &usageError{err}
 	}

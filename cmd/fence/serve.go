@@ -10,9 +10,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/auth"
 	"github.com/fence-lock/fence/bolt"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/lock"
@@ -30,6 +34,23 @@ type serveConfig struct {
 	ShutdownGrace     time.Duration // for requests in flight at shutdown
 	LockDelay         time.Duration // no grant for this long after a lease expires; 0 none
 	SigningKey        string        // file of the key that signs sequencers; "" none
+	AuthFile          string        // file of bearer tokens and their grants; "" no auth
+	ProtectMetrics    bool          // GET /metrics needs admin:* when auth is on
+	InsecureListen    bool          // allow a non-loopback --listen without --auth-file
+}
+
+// isLoopback reports whether the host of addr (host:port) is a loopback
+// address or "localhost". An empty host (all interfaces) is not.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // loadSigningKey reads a key file written by fence keygen.
@@ -70,6 +91,12 @@ func (c *serveConfig) Validate() error {
 	if c.ShutdownGrace < 0 {
 		return fmt.Errorf("--shutdown-grace must not be negative, not %s", c.ShutdownGrace)
 	}
+	if c.AuthFile == "" && !c.InsecureListen && !isLoopback(c.Listen) {
+		return fmt.Errorf("--listen %q is not a loopback address and there is no --auth-file: anyone who can reach it could take locks and write; give --auth-file, or --insecure-listen to serve without auth anyway", c.Listen)
+	}
+	if c.ProtectMetrics && c.AuthFile == "" {
+		return errors.New("--protect-metrics needs --auth-file")
+	}
 	return nil
 }
 
@@ -86,6 +113,9 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", 10*time.Second, "time for requests in flight to finish at shutdown")
 	fs.DurationVar(&cfg.LockDelay, "lock-delay", 0, "after a lease expires (not after a release), nobody gets the lock for this long (at most 60s)")
 	fs.StringVar(&cfg.SigningKey, "signing-key", "", "key `file` (from fence keygen) that signs a sequencer for every grant; its public key is served at GET /v1/keys")
+	fs.StringVar(&cfg.AuthFile, "auth-file", "", "`file` of bearer tokens (hashed) and their grants; reloaded on SIGHUP. Without it there is no auth, and --listen must be loopback unless --insecure-listen")
+	fs.BoolVar(&cfg.ProtectMetrics, "protect-metrics", false, "GET /metrics needs a token with admin:* (needs --auth-file)")
+	fs.BoolVar(&cfg.InsecureListen, "insecure-listen", false, "allow a non-loopback --listen without --auth-file (no authentication at all)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: fence serve [flags]
 
@@ -99,6 +129,12 @@ Examples:
   FENCE_DATA=/var/lib/fence fence serve
   fence serve --lock-delay 5s   # a holder that paused past its TTL gets 5s to notice
   fence keygen --out /etc/fence/signing.key && fence serve --signing-key /etc/fence/signing.key
+  fence serve --listen :7700 --auth-file /etc/fence/auth   # kill -HUP reloads it
+
+The auth file has one line per token: NAME SHA256-HEX-OF-TOKEN PERM:PREFIX...
+with PERM lock, write, read or admin and PREFIX a resource-name prefix ("*"
+for all; "orders" also matches "orders-archive", so prefer "orders/").
+Lines starting with # are comments. Hash a token with: echo -n "$TOKEN" | sha256sum
 
 Flags (each has an environment twin FENCE_<FLAG>, e.g. FENCE_READ_TIMEOUT):
 `)
@@ -126,6 +162,13 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		signer = k
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	var tokens *auth.Reloader
+	if cfg.AuthFile != "" {
+		tokens = &auth.Reloader{}
+		if err := tokens.Load(cfg.AuthFile); err != nil {
+			return &usageError{fmt.Errorf("serve: --auth-file: %w", err)}
+		}
+	}
 
 	db, err := bolt.Open(cfg.Data)
 	if err != nil {
@@ -144,6 +187,17 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	api := httpapi.NewServer(locks, db)
 	api.Logger = logger
 	api.Ready = db.Check
+	if tokens != nil {
+		api.Auth = func(r *http.Request, perm, resource string) error {
+			_, err := tokens.Check(auth.BearerToken(r.Header.Get("Authorization")), auth.Perm(perm), resource)
+			return err
+		}
+		api.ProtectMetrics = cfg.ProtectMetrics
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go reloadOnHUP(ctx, hup, tokens, cfg.AuthFile, logger)
+	}
 	keyID := ""
 	if signer != nil {
 		api.Keys = []fence.PublicKey{signer.Public()}
@@ -166,8 +220,17 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	// the lock service answers them at once (503), and stops new lock calls.
 	srv.RegisterOnShutdown(func() { locks.Close() })
 
-	logger.Info("fence serving", "addr", ln.Addr().String(), "data", cfg.Data,
-		"lock_delay", cfg.LockDelay.String(), "signing_key_id", keyID, "version", version())
+	// The first log line says whether auth is on.
+	level, authAttrs := slog.LevelInfo, []any{"auth", "off", "auth_note", "no --auth-file: loopback only"}
+	switch {
+	case tokens != nil:
+		authAttrs = []any{"auth", "on", "auth_file", cfg.AuthFile, "auth_tokens", tokens.Table().Len(), "protect_metrics", cfg.ProtectMetrics}
+	case !isLoopback(cfg.Listen):
+		level = slog.LevelWarn
+		authAttrs[3] = "no --auth-file and --insecure-listen: anyone who can reach this address has full access"
+	}
+	logger.Log(ctx, level, "fence serving", append([]any{"addr", ln.Addr().String(), "data", cfg.Data,
+		"lock_delay", cfg.LockDelay.String(), "signing_key_id", keyID, "version", version()}, authAttrs...)...)
 	errC := make(chan error, 1)
 	go func() { errC <- srv.Serve(ln) }()
 	select {
@@ -184,4 +247,21 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	}
 	logger.Info("fence stopped")
 	return nil
+}
+
+// reloadOnHUP reloads the auth file on every signal from hup until ctx is
+// done. A bad file keeps the tokens loaded before.
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, tokens *auth.Reloader, file string, logger *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if err := tokens.Load(file); err != nil {
+				logger.Error("auth file reload failed; keeping the previous tokens", "auth_file", file, "error", err)
+				continue
+			}
+			logger.Info("auth file reloaded", "auth_file", file, "tokens", tokens.Table().Len())
+		}
+	}
 }

@@ -58,6 +58,8 @@ const (
 type Config struct {
 	// Addr is the base URL of the fence server, e.g. http://127.0.0.1:7700.
 	Addr string
+	// AuthToken, if set, is sent as a bearer token with every request.
+	AuthToken string
 
 	// Workload is what each client does: Cycle, Write or Contended.
 	Workload Workload

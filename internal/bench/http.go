@@ -107,6 +107,7 @@ type conn struct {
 	http      *http.Client
 	acquireJS []byte // the acquire body, the same for every acquire of this client
 	tryJS     []byte // the same without waiting
+	authToken string // sent as a bearer token if not ""
 	resp      bytes.Buffer
 }
 
@@ -142,6 +143,9 @@ func (c *conn) do(ctx context.Context, method, url string, body []byte, fencingT
 	} else {
 		req.Header.Set("Content-Type", "application/octet-stream")
 		req.Header.Set("Fencing-Token", fencingToken)
+	}
+	if c.authToken != "" {
+		req.Header.Set("Authorization", "Bearer "+c.authToken)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

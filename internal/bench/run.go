@@ -120,6 +120,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			errors:  map[string]int64{},
 			samples: map[string]string{},
 		}
+		clients[i].conn.authToken = cfg.AuthToken
 		defer clients[i].conn.close()
 	}
 
