@@ -95,3 +95,7 @@ var ErrUnauthorized = errors.New("fence: unauthorized")
 
 // ErrForbidden means a request's token lacks the permission it needs.
 var ErrForbidden = errors.New("fence: forbidden")
+
+// ErrRateLimited means a client sent more requests than its rate allows; it
+// may retry after the time the server's Retry-After says.
+var ErrRateLimited = errors.New("fence: rate limited")

@@ -257,3 +257,32 @@ func BearerToken(authorization string) string {
 	}
 	return strings.TrimSpace(tok)
 }
+
+// Principal returns the principal named name (an auth file's NAME column).
+// fence serve uses it to map a verified client certificate's CommonName to
+// that principal's grants.
+func (t *Table) Principal(name string) (*Principal, bool) {
+	if t == nil || name == "" {
+		return nil, false
+	}
+	for _, p := range t.principals {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// CheckName authorises perm on resource for the principal named name in the
+// current table, as Check does for a bearer token. An unknown name is
+// fence.ErrUnauthorized, a missing grant fence.ErrForbidden.
+func (r *Reloader) CheckName(name string, perm Perm, resource string) (*Principal, error) {
+	p, ok := r.cur.Load().Principal(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: no principal named %q", fence.ErrUnauthorized, name)
+	}
+	if !p.Allowed(perm, resource) {
+		return p, fmt.Errorf("%w: %q has no %s permission on %q", fence.ErrForbidden, p.Name, perm, resource)
+	}
+	return p, nil
+}

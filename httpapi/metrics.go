@@ -29,6 +29,12 @@ var (
 		Help: "Requests answered with a problem, by route pattern and problem code.",
 	}, []string{"route", "code"})
 
+	// rateLimitedTotal counts requests refused by Server.RateLimit.
+	rateLimitedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fence_http_rate_limited_total",
+		Help: "Requests answered 429 rate_limited because their client was over Server.RateLimit.",
+	})
+
 	// requestDuration observes every request by route pattern, method and
 	// HTTP status. Its buckets reach 300 s, the longest acquire wait.
 	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -45,7 +51,7 @@ var (
 )
 
 func init() {
-	prometheus.MustRegister(storageWrites, storageRejections, httpRejections, requestDuration)
+	prometheus.MustRegister(storageWrites, storageRejections, httpRejections, requestDuration, rateLimitedTotal)
 	for _, op := range writeOps {
 		storageWrites.WithLabelValues(op)
 	}

@@ -46,6 +46,7 @@ var codes = []struct {
 	{fence.ErrInvalidSequencer, "invalid_sequencer", http.StatusForbidden, "Invalid sequencer"},
 	{fence.ErrLockHeld, "lock_held", http.StatusConflict, "Lock held"},
 	{fence.ErrLeaseLost, "lease_lost", http.StatusConflict, "Lease lost"},
+	{fence.ErrRateLimited, "rate_limited", http.StatusTooManyRequests, "Too many requests"},
 	{fence.ErrClosed, "unavailable", http.StatusServiceUnavailable, "Service unavailable"},
 	{errMethodNotAllowed, "method_not_allowed", http.StatusMethodNotAllowed, "Method not allowed"},
 	{errNotReady, "not_ready", http.StatusServiceUnavailable, "Not ready"},
@@ -92,7 +93,7 @@ type problemBody struct {
 	LastFence *uint64 `json:"last_fence,omitempty"`
 	LastToken *uint64 `json:"last_token,omitempty"`
 	Current   *uint64 `json:"current,omitempty"`
-	// RetryAfterMS is lock_held's Retry-After in milliseconds (an extension
+	// RetryAfterMS is lock_held's and rate_limited's Retry-After in milliseconds (an extension
 	// member, so that clients need not read the rounded header).
 	RetryAfterMS *int64 `json:"retry_after_ms,omitempty"`
 }
@@ -113,6 +114,7 @@ func newProblem(err error) problemBody {
 		ne *fence.TokenNotIssuedError
 		he *fence.LockHeldError
 		le *fence.LeaseLostError
+		re *rateLimitedError
 	)
 	switch {
 	case c.err == errInternal:
@@ -127,6 +129,10 @@ func newProblem(err error) problemBody {
 		p.Detail = he.Error()
 		ms := ceilDiv(he.RetryAfter, time.Millisecond)
 		p.Resource, p.RetryAfterMS = ptr(he.Resource), &ms
+	case c.err == fence.ErrRateLimited && errors.As(err, &re):
+		p.Detail = re.Error()
+		ms := ceilDiv(re.retryAfter, time.Millisecond)
+		p.RetryAfterMS = &ms
 	case c.err == fence.ErrLeaseLost && errors.As(err, &le):
 		p.Detail = le.Error()
 		p.Resource, p.Presented, p.Current = ptr(le.Resource), ptr(uint64(le.Presented)), ptr(uint64(le.Current))
@@ -155,7 +161,7 @@ func retryAfter(d time.Duration) string {
 }
 
 // writeProblem answers err as a problem. It adds Retry-After to lock_held and
-// Allow (from allow) to method_not_allowed.
+// rate_limited, and Allow (from allow) to method_not_allowed.
 func writeProblem(w http.ResponseWriter, err error, allow string) problemBody {
 	p := newProblem(err)
 	h := w.Header()
@@ -165,6 +171,10 @@ func writeProblem(w http.ResponseWriter, err error, allow string) problemBody {
 	var he *fence.LockHeldError
 	if errors.As(err, &he) {
 		h.Set("Retry-After", retryAfter(he.RetryAfter))
+	}
+	var re *rateLimitedError
+	if errors.As(err, &re) {
+		h.Set("Retry-After", retryAfter(re.retryAfter))
 	}
 	if p.Code == "unauthorized" {
 		h.Set("WWW-Authenticate", `Bearer realm="fence"`)
@@ -197,7 +207,8 @@ type Problem struct {
 	LastFence fence.Token // fenced: the resource's last fence
 	LastToken fence.Token // token_not_issued: the highest token issued
 	Current   fence.Token // lease_lost: the current lease's token, 0 if none
-	// RetryAfter is lock_held's time until the current lease expires.
+	// RetryAfter is lock_held's time until the current lease expires, or
+	// rate_limited's time until the client may send again.
 	RetryAfter time.Duration
 
 	// Err is the fence error of Code: a *fence.FencedError,

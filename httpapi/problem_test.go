@@ -16,6 +16,7 @@ var sentinels = []error{
 	fence.ErrTooLarge, fence.ErrBadRequest, fence.ErrFenceRequired, fence.ErrInvalidToken,
 	fence.ErrTokenNotIssued, fence.ErrFenced, fence.ErrPreconditionFailed, fence.ErrNotFound,
 	fence.ErrLockHeld, fence.ErrLeaseLost, fence.ErrClosed, fence.ErrUnauthorized, fence.ErrForbidden,
+	fence.ErrRateLimited,
 }
 
 // TestProblemError_RoundTrip checks that a server error, written as a problem

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
 )
 
 // Server serves the fence v1 HTTP API over a fence.Locker and a fence.Store.
@@ -69,9 +70,20 @@ type Server struct {
 	// is nil.
 	ProtectMetrics bool
 
-	locker  fence.Locker
-	store   fence.Store
-	metrics http.Handler
+	// RateLimit, if positive, is the requests per second each client may
+	// send, with bursts of RateBurst (at least 1); a request over it is
+	// answered 429 rate_limited with Retry-After, and counted in
+	// fence_http_rate_limited_total. A client is its Authorization header if
+	// the request has one, else its remote IP. /healthz and /readyz are
+	// exempt. Zero, the default, means no limit. Set it before the server
+	// serves.
+	RateLimit rate.Limit
+	RateBurst int
+
+	limiters limiters
+	locker   fence.Locker
+	store    fence.Store
+	metrics  http.Handler
 }
 
 // NewServer returns a Server that answers lock requests with locker and
@@ -136,6 +148,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !m.route.allows(r.Method) {
 		c.fail(fmt.Errorf("%w: %s %s; allowed: %s", errMethodNotAllowed, r.Method, m.route.pattern, m.route.allow))
 		return
+	}
+	if m.route != routeHealthz && m.route != routeReadyz {
+		if err := s.rateLimit(r, start); err != nil {
+			c.fail(err)
+			return
+		}
 	}
 	if err := s.authorize(c, m); err != nil {
 		c.fail(err)

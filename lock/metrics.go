@@ -27,6 +27,9 @@ var (
 	leasesHeld = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fence_lock_leases_held", Help: "Leases currently held.",
 	})
+	waitersRejectedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fence_lock_waiters_rejected_total", Help: "Acquires refused at once because their resource had MaxWaiters waiters.",
+	})
 	waiters = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fence_lock_waiters", Help: "Acquires currently waiting for a lock.",
 	})
@@ -34,7 +37,7 @@ var (
 
 func init() {
 	prometheus.MustRegister(grantsTotal, renewalsTotal, releasesTotal, expirationsTotal,
-		revocationsTotal, lockDelaysTotal, rejectionsTotal, leasesHeld, waiters)
+		revocationsTotal, lockDelaysTotal, rejectionsTotal, leasesHeld, waiters, waitersRejectedTotal)
 	for _, reason := range []string{"lock_held", "lease_lost"} {
 		rejectionsTotal.WithLabelValues(reason)
 	}

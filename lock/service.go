@@ -34,6 +34,12 @@ type Service struct {
 	// carry no sequencer. Set it before Open.
 	Signer *fence.SigningKey
 
+	// MaxWaiters caps the acquires queued on one resource: an acquire that
+	// would queue beyond it gets *fence.LockHeldError at once (RetryAfter as
+	// usual) and counts in fence_lock_waiters_rejected_total. Zero, the
+	// default, means no cap. Set it before Open.
+	MaxWaiters int
+
 	ledger fence.Ledger
 
 	mu        sync.Mutex // guards resources and entry.refs; taken before an entry's mu, never after
@@ -257,6 +263,12 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 		e.mu.Unlock()
 		return l, err
 	case wait <= 0:
+		err := s.heldErrorLocked(resource, e, now)
+		e.mu.Unlock()
+		return fence.Lease{}, err
+	}
+	if s.MaxWaiters > 0 && len(e.queue) >= s.MaxWaiters {
+		waitersRejectedTotal.Inc()
 		err := s.heldErrorLocked(resource, e, now)
 		e.mu.Unlock()
 		return fence.Lease{}, err

@@ -81,6 +81,13 @@ func (c *apiCommand) parse(args []string, names ...string) error {
 		return &usageError{err}
 	}
 	c.api.AuthToken = c.cfg.AuthToken
+	hc, err := c.cfg.httpClient()
+	if err != nil {
+		return &usageError{err}
+	}
+	if hc != nil {
+		c.api.HTTPClient = hc
+	}
 	return nil
 }
 

@@ -17,6 +17,10 @@ type clientConfig struct {
 	Output string // "text" or "json"
 	// AuthToken is the bearer token sent with every request; "" none.
 	AuthToken string
+	// CACert is a PEM file of the CAs that verify an https server; "" the system's.
+	CACert string
+	// ClientCert and ClientKey are a client certificate for a server with --client-ca.
+	ClientCert, ClientKey string
 }
 
 // newFlagSet returns a flag set for command name whose --help prints synopsis,
@@ -35,10 +39,12 @@ func newFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet
 	return fs
 }
 
-// addClientFlags adds --addr, --auth-token and -o to fs.
+// addClientFlags adds --addr, --auth-token, --cacert, --client-cert,
+// --client-key and -o to fs.
 func addClientFlags(fs *flag.FlagSet, cfg *clientConfig) {
 	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "base `URL` of the fence server")
 	addAuthTokenFlag(fs, cfg)
+	addTLSClientFlags(fs, cfg)
 	fs.StringVar(&cfg.Output, "o", "text", "output `format`: text or json (also --output, FENCE_OUTPUT)")
 	fs.StringVar(&cfg.Output, "output", "text", "output `format`: text or json")
 }
@@ -98,4 +104,11 @@ func printJSON(w io.Writer, v any) error {
 // FENCE_AUTH_TOKEN: a flag's value shows in the process list.
 func addAuthTokenFlag(fs *flag.FlagSet, cfg *clientConfig) {
 	fs.StringVar(&cfg.AuthToken, "auth-token", "", "bearer `token` sent to the server (prefer FENCE_AUTH_TOKEN: flags show in ps)")
+}
+
+// addTLSClientFlags adds --cacert, --client-cert and --client-key to fs.
+func addTLSClientFlags(fs *flag.FlagSet, cfg *clientConfig) {
+	fs.StringVar(&cfg.CACert, "cacert", "", "PEM `file` of the CA certificates that verify an https --addr (default: the system's)")
+	fs.StringVar(&cfg.ClientCert, "client-cert", "", "PEM certificate `file` presented to a server with --client-ca (with --client-key)")
+	fs.StringVar(&cfg.ClientKey, "client-key", "", "PEM private key `file` of --client-cert")
 }

@@ -37,6 +37,7 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("lock", "fence lock RESOURCE [--ttl 10s] [--wait D] [--holder ID] [--kill-grace 5s] -- CMD [ARGS...]", lockExamples, std.err)
 	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "base `URL` of the fence server")
 	addAuthTokenFlag(fs, &cfg)
+	addTLSClientFlags(fs, &cfg)
 	fs.DurationVar(&ttl, "ttl", fence.DefaultTTL, "lease time to live; renewed about every ttl/3")
 	fs.DurationVar(&wait, "wait", 0, "how long to wait if another holder has the lock (exit 3 after)")
 	fs.StringVar(&holder, "holder", "", "holder `id` (default: a new random id)")
@@ -57,6 +58,13 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 	c, err := client.New(cfg.Addr, client.WithAuthToken(cfg.AuthToken))
 	if err != nil {
 		return &usageError{err}
+	}
+	hc, err := cfg.httpClient()
+	if err != nil {
+		return &usageError{fmt.Errorf("lock: %w", err)}
+	}
+	if hc != nil {
+		c.HTTP().HTTPClient = hc
 	}
 	// Signals from now on are the command's: forward them rather than stop.
 	sigC := make(chan os.Signal, 8)
@@ -86,6 +94,12 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		"FENCE_HOLDER="+lease.Holder(),
 		"FENCE_ADDR="+cfg.Addr,
 	)
+	// The command's own fence calls reach the same server the same way.
+	for name, v := range map[string]string{"FENCE_CACERT": cfg.CACert, "FENCE_CLIENT_CERT": cfg.ClientCert, "FENCE_CLIENT_KEY": cfg.ClientKey} {
+		if v != "" {
+			cmd.Env = append(cmd.Env, name+"="+v)
+		}
+	}
 	if seq := lease.Sequencer(); seq != "" {
 		cmd.Env = append(cmd.Env, "FENCE_SEQUENCER="+seq)
 	}

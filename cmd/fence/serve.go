@@ -37,6 +37,13 @@ type serveConfig struct {
 	AuthFile          string        // file of bearer tokens and their grants; "" no auth
 	ProtectMetrics    bool          // GET /metrics needs admin:* when auth is on
 	InsecureListen    bool          // allow a non-loopback --listen without --auth-file
+	TLSCert           string        // PEM certificate file: serve HTTPS; "" plain HTTP
+	TLSKey            string        // PEM private key file of TLSCert
+	ClientCA          string        // PEM CA file: require client certificates it signed; "" none
+	RateLimit         float64       // requests per second per client; 0 no limit
+	RateBurst         int           // burst of RateLimit; 0 twice the rate, at least 1
+	MaxWaiters        int           // acquires queued per resource; 0 no cap
+	MaxConns          int           // connections open at once; 0 no cap
 }
 
 // isLoopback reports whether the host of addr (host:port) is a loopback
@@ -94,6 +101,12 @@ func (c *serveConfig) Validate() error {
 	if c.AuthFile == "" && !c.InsecureListen && !isLoopback(c.Listen) {
 		return fmt.Errorf("--listen %q is not a loopback address and there is no --auth-file: anyone who can reach it could take locks and write; give --auth-file, or --insecure-listen to serve without auth anyway", c.Listen)
 	}
+	if err := c.validateTLS(); err != nil {
+		return err
+	}
+	if err := c.validateLimits(); err != nil {
+		return err
+	}
 	if c.ProtectMetrics && c.AuthFile == "" {
 		return errors.New("--protect-metrics needs --auth-file")
 	}
@@ -112,10 +125,17 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 120*time.Second, "time an idle keep-alive connection stays open")
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", 10*time.Second, "time for requests in flight to finish at shutdown")
 	fs.DurationVar(&cfg.LockDelay, "lock-delay", 0, "after a lease expires (not after a release), nobody gets the lock for this long (at most 60s)")
+	fs.Float64Var(&cfg.RateLimit, "rate-limit", 0, "requests per second each client (bearer token, else IP) may send; over it, 429 rate_limited with Retry-After. 0: no limit")
+	fs.IntVar(&cfg.RateBurst, "rate-burst", 0, "burst of --rate-limit; 0: twice the rate, at least 1")
+	fs.IntVar(&cfg.MaxWaiters, "max-waiters", 1000, "acquires that may wait on one resource; more get lock_held at once. 0: no cap")
+	fs.IntVar(&cfg.MaxConns, "max-conns", 4096, "connections open at once; more wait to be accepted. 0: no cap")
 	fs.StringVar(&cfg.SigningKey, "signing-key", "", "key `file` (from fence keygen) that signs a sequencer for every grant; its public key is served at GET /v1/keys")
 	fs.StringVar(&cfg.AuthFile, "auth-file", "", "`file` of bearer tokens (hashed) and their grants; reloaded on SIGHUP. Without it there is no auth, and --listen must be loopback unless --insecure-listen")
 	fs.BoolVar(&cfg.ProtectMetrics, "protect-metrics", false, "GET /metrics needs a token with admin:* (needs --auth-file)")
 	fs.BoolVar(&cfg.InsecureListen, "insecure-listen", false, "allow a non-loopback --listen without --auth-file (no authentication at all)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate `file` (chain first to last): serve HTTPS, TLS 1.2 or later (with --tls-key)")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key `file` of --tls-cert")
+	fs.StringVar(&cfg.ClientCA, "client-ca", "", "PEM CA `file`: every client must present a certificate it signed (needs --tls-cert); with --auth-file, a request without a bearer token gets the grants of the principal named as the certificate's CommonName")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: fence serve [flags]
 
@@ -130,6 +150,7 @@ Examples:
   fence serve --lock-delay 5s   # a holder that paused past its TTL gets 5s to notice
   fence keygen --out /etc/fence/signing.key && fence serve --signing-key /etc/fence/signing.key
   fence serve --listen :7700 --auth-file /etc/fence/auth   # kill -HUP reloads it
+  fence serve --listen :7700 --auth-file /etc/fence/auth --tls-cert server.pem --tls-key server-key.pem --client-ca ca.pem
 
 The auth file has one line per token: NAME SHA256-HEX-OF-TOKEN PERM:PREFIX...
 with PERM lock, write, read or admin and PREFIX a resource-name prefix ("*"
@@ -161,6 +182,10 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		}
 		signer = k
 	}
+	tlsConf, err := cfg.serverTLSConfig()
+	if err != nil {
+		return &usageError{fmt.Errorf("serve: %w", err)}
+	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	var tokens *auth.Reloader
 	if cfg.AuthFile != "" {
@@ -179,6 +204,7 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	locks.Logger = logger
 	locks.LockDelay = cfg.LockDelay
 	locks.Signer = signer
+	locks.MaxWaiters = cfg.MaxWaiters
 	if err := locks.Open(ctx); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -187,9 +213,17 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	api := httpapi.NewServer(locks, db)
 	api.Logger = logger
 	api.Ready = db.Check
+	api.RateLimit, api.RateBurst = cfg.rateLimit()
 	if tokens != nil {
 		api.Auth = func(r *http.Request, perm, resource string) error {
-			_, err := tokens.Check(auth.BearerToken(r.Header.Get("Authorization")), auth.Perm(perm), resource)
+			bearer := auth.BearerToken(r.Header.Get("Authorization"))
+			if name := certName(r); bearer == "" && name != "" {
+				// A verified client certificate (--client-ca) stands for
+				// the principal named as its CommonName.
+				_, err := tokens.CheckName(name, auth.Perm(perm), resource)
+				return err
+			}
+			_, err := tokens.Check(bearer, auth.Perm(perm), resource)
 			return err
 		}
 		api.ProtectMetrics = cfg.ProtectMetrics
@@ -207,6 +241,8 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	ln = limitListen(ln, cfg.MaxConns) // --max-conns
+	ln = wrapTLS(ln, tlsConf)          // HTTPS with --tls-cert
 	srv := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -230,7 +266,8 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		authAttrs[3] = "no --auth-file and --insecure-listen: anyone who can reach this address has full access"
 	}
 	logger.Log(ctx, level, "fence serving", append([]any{"addr", ln.Addr().String(), "data", cfg.Data,
-		"lock_delay", cfg.LockDelay.String(), "signing_key_id", keyID, "version", version()}, authAttrs...)...)
+		"lock_delay", cfg.LockDelay.String(), "signing_key_id", keyID, "version", version(),
+		"tls", tlsConf != nil, "client_ca", cfg.ClientCA != ""}, authAttrs...)...)
 	errC := make(chan error, 1)
 	go func() { errC <- srv.Serve(ln) }()
 	select {
