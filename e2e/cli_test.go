@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -269,5 +271,25 @@ func TestDemo(t *testing.T) {
 	}
 	if b, err := os.ReadFile(mermaid); err != nil || !bytes.HasPrefix(b, []byte("sequenceDiagram")) {
 		t.Fatalf("mermaid file: %v %q", err, b)
+	}
+}
+
+// TestDemo_Auth runs fence demo against a server with authentication on,
+// with a token that may lock, write and read demo-* resources only.
+func TestDemo_Auth(t *testing.T) {
+	dir := t.TempDir()
+	sum := sha256.Sum256([]byte("s3cret"))
+	authFile := filepath.Join(dir, "auth")
+	line := "demo " + hex.EncodeToString(sum[:]) + " lock:demo- write:demo- read:demo-\n"
+	if err := os.WriteFile(authFile, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := start(t, filepath.Join(dir, "data"), "--auth-file", authFile)
+	for token, want := range map[string]int{"s3cret": 0, "wrong": 1} {
+		cmd := exec.Command(binary, "demo", "--addr", srv.URL, "--ttl", "200ms", "--auth-token", token)
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != want {
+			t.Fatalf("demo with token %q: exit %d, want %d\n%s", token, code, want, out)
+		}
 	}
 }

@@ -68,6 +68,7 @@ func demoFlags(cfg *demoConfig, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.TTL, "ttl", story.DefaultTTL, "TTL of the holders' leases")
 	fs.DurationVar(&cfg.Pause, "pause", 0, "how long A pauses after it acquires; longer than --ttl (default: --ttl + 500ms)")
 	fs.StringVar(&cfg.mermaid, "mermaid", "", "write a Mermaid sequenceDiagram of both runs to `FILE`")
+	fs.StringVar(&cfg.Config.AuthToken, "auth-token", "", "bearer `token` for a server with authentication on (needs lock, write, read on demo-*)")
 	return fs
 }
 

@@ -67,6 +67,9 @@ type Config struct {
 	// HTTPClient sends every request of the demo. Nil means a client of its
 	// own, whose idle connections are closed when Run returns.
 	HTTPClient *http.Client
+	// AuthToken, if not empty, is sent as a bearer token to a server with
+	// authentication on (it needs lock, write and read on demo-*).
+	AuthToken string
 }
 
 // withDefaults returns c with its zero fields set to their defaults.
@@ -291,7 +294,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if d.locks, err = d.newAPI(res.Addr); err != nil {
 		return res, err
 	}
-	if d.client, err = client.New(res.Addr); err != nil {
+	if d.client, err = client.New(res.Addr, client.WithAuthToken(cfg.AuthToken)); err != nil {
 		return res, fmt.Errorf("demo: %w", err)
 	}
 	d.client.HTTP().HTTPClient = hc
@@ -338,6 +341,7 @@ func (d *driver) newAPI(addr string) (*httpapi.Client, error) {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	c.HTTPClient = d.hc
+	c.AuthToken = d.cfg.AuthToken
 	return c, nil
 }
 
@@ -493,6 +497,9 @@ func (d *driver) read(ctx context.Context, storeAddr, resource, key string) (val
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return "", false, fmt.Errorf("reading %s back: %w", key, err)
+	}
+	if d.cfg.AuthToken != "" {
+		req.Header.Set("Authorization", "Bearer "+d.cfg.AuthToken)
 	}
 	resp, err := d.hc.Do(req)
 	if err != nil {
