@@ -74,8 +74,13 @@ type Ledger interface {
 	// End records that the lease with token is over and returns the resource's
 	// last fence. It changes nothing when token is not the recorded lease.
 	End(ctx context.Context, resource string, token Token) (lastFence Token, err error)
-	// Leases returns every recorded lease, expired or not, to restore them after a restart.
-	Leases(ctx context.Context) ([]Lease, error)
+	// Leases returns every recorded lease, expired or not, and every
+	// lock-delay in progress, to restore them after a restart or a failover.
+	Leases(ctx context.Context) ([]Lease, []LockDelay, error)
+	// SetDelay records that a lock-delay of d is in progress on resource
+	// since its lease expired (d > 0), or that it has ended (d == 0). A
+	// grant ends a delay too.
+	SetDelay(ctx context.Context, resource string, d time.Duration) error
 	// LastToken returns the highest token issued for resource, 0 if none.
 	LastToken(ctx context.Context, resource string) (Token, error)
 	// Revoke ends the recorded lease, if any, and issues the next token
@@ -83,6 +88,14 @@ type Ledger interface {
 	// every holder of an older token is fenced at once. It returns the new
 	// last fence and the token of the lease it ended (0 if none was recorded).
 	Revoke(ctx context.Context, resource string) (lastFence, revoked Token, err error)
+}
+
+// LockDelay is a lock-delay in progress on a resource, as a Ledger records
+// it: its length, not its end, so that a restore gives it its full length
+// again instead of trusting another machine's clock.
+type LockDelay struct {
+	Resource string
+	Delay    time.Duration
 }
 
 // RevokeResult is the outcome of a revoke.

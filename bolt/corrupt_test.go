@@ -11,7 +11,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/internal/state"
+	"github.com/fence-lock/fence/state"
 )
 
 // TestDB_Corrupt checks that a corrupt record fails the operations that read
@@ -45,10 +45,10 @@ func TestDB_Corrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = bdb.Update(func(tx *bbolt.Tx) error {
-		if err := tx.Bucket(bucketResources).Put([]byte("bad"), []byte{recordV1, 0x80}); err != nil {
+		if err := tx.Bucket(bucketResources).Put([]byte("bad"), []byte{1, 0x80}); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketEntries).Put(entryKey("badkey", "k"), []byte{7, 1, 1})
+		return tx.Bucket(bucketEntries).Put(state.EntryKey("badkey", "k"), []byte{7, 1, 1})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -64,8 +64,8 @@ func TestDB_Corrupt(t *testing.T) {
 	defer db.Close()
 	wantCorrupt := func(what string, err error) {
 		t.Helper()
-		if !errors.Is(err, errCorrupt) {
-			t.Fatalf("%s: err=%v, want errCorrupt", what, err)
+		if !errors.Is(err, state.ErrCorrupt) {
+			t.Fatalf("%s: err=%v, want state.ErrCorrupt", what, err)
 		}
 		if state.IsRejection(err) {
 			t.Fatalf("%s: err=%v is a fence rejection, want a failure", what, err)
@@ -75,7 +75,7 @@ func TestDB_Corrupt(t *testing.T) {
 	wantCorrupt("Fence", err)
 	_, err = db.Get(ctx, "badkey", "k")
 	wantCorrupt("Get", err)
-	_, err = db.Leases(ctx)
+	_, _, err = db.Leases(ctx)
 	wantCorrupt("Leases", err)
 	_, err = db.Grant(ctx, "bad", "h", time.Minute, exp)
 	wantCorrupt("Grant", err)

@@ -13,7 +13,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/internal/state"
+	"github.com/fence-lock/fence/state"
 )
 
 // FileName is the name of the database file inside the data directory.
@@ -33,24 +33,18 @@ var (
 type rules = state.DB
 
 // DB is fence's durable state in one bbolt file. It implements fence.Store
-// (Put, Get, Delete, Fence, Claim, Txn) and fence.Ledger (Grant, Refresh, End, Revoke,
-// Leases, LastToken) with the rules of package internal/state, and is safe
-// for concurrent use. Every change returns after it is fsynced.
+// (Put, Get, Delete, Fence, Claim, Txn) and fence.Ledger (Grant, Refresh, End,
+// Revoke, SetDelay, Leases, LastToken) with the rules and the group commit of
+// package state, and is safe for concurrent use. Every change returns after
+// it is fsynced.
 type DB struct {
 	*rules
-	bdb      *bbolt.DB
-	maxBatch int
+	bdb *bbolt.DB
 
-	mu        sync.RWMutex // guards closed; held for reading while a change is queued or a read runs
+	mu        sync.RWMutex // held for reading while a read or a commit is inside bbolt
 	closed    bool
 	closeOnce sync.Once
 	closeErr  error
-
-	failMu sync.Mutex
-	failed error // set when a commit failed; changes are refused from then on
-	opC    chan *op
-	stopC  chan struct{}
-	doneC  chan struct{}
 }
 
 var (
@@ -58,17 +52,8 @@ var (
 	_ fence.Ledger = (*DB)(nil)
 )
 
-// op is one change waiting for a commit. fn may run more than once (when a
-// shared commit fails, each change is retried alone), so it keeps its results
-// in variables it overwrites on every run.
-type op struct {
-	fn    func(tx state.Tx) error
-	err   error
-	doneC chan struct{}
-}
-
-// Open opens or creates the state in directory dir and starts the commit loop.
-// It fails if another process has the directory open.
+// Open opens or creates the state in directory dir. It fails if another
+// process has the directory open.
 func Open(dir string) (*DB, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("bolt: create data directory: %w", err)
@@ -97,32 +82,19 @@ func Open(dir string) (*DB, error) {
 		bdb.Close()
 		return nil, fmt.Errorf("bolt: open %s: create buckets: %w", path, err)
 	}
-	db := &DB{
-		bdb:      bdb,
-		maxBatch: DefaultMaxBatch,
-		opC:      make(chan *op, DefaultMaxBatch),
-		stopC:    make(chan struct{}),
-		doneC:    make(chan struct{}),
-	}
+	db := &DB{bdb: bdb}
 	db.rules = state.NewDB("bolt", engine{db})
-	go db.commitLoop()
 	return db, nil
 }
 
-// Close finishes the changes already queued, stops the commit loop and closes
-// the file. Later calls return fence.ErrClosed; a second Close returns when the
-// first is done.
+// Close finishes the changes already queued and closes the file. Later calls
+// return fence.ErrClosed; a second Close returns when the first is done.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
+		db.rules.Close()
+		// Readers hold mu for reading: none is inside bbolt after this.
 		db.mu.Lock()
 		db.closed = true
-		db.mu.Unlock()
-		// Every change queued before closed was set is in opC now: senders
-		// hold mu for reading until their send is done.
-		close(db.stopC)
-		<-db.doneC
-		// Readers hold mu for reading too: none is inside bbolt now.
-		db.mu.Lock()
 		db.closeErr = db.bdb.Close()
 		db.mu.Unlock()
 	})
@@ -131,146 +103,37 @@ func (db *DB) Close() error {
 
 // Check reports whether the database is open and readable, for readiness probes.
 func (db *DB) Check() error {
-	if err := db.failure(); err != nil {
+	if err := db.Err(); err != nil {
 		return err
 	}
-	return db.view(func(tx state.Tx) error {
+	return db.View(context.Background(), func(tx state.Tx) error {
 		_, err := tx.Rev()
 		return err
 	})
 }
 
-// engine implements state.Engine.
+// engine implements state.Engine and state.Viewer on the bbolt file. A
+// failed bbolt commit may have written part of the transaction (its meta page
+// is read back from the file), so its outcome is unknown, and the DB stops
+// taking changes.
 type engine struct{ db *DB }
 
 func (e engine) Update(ctx context.Context, fn func(tx state.Tx) error) error {
-	return e.db.update(ctx, fn)
+	e.db.mu.RLock()
+	defer e.db.mu.RUnlock()
+	if e.db.closed {
+		return fmt.Errorf("%w: %w", state.ErrNotApplied, fence.ErrClosed)
+	}
+	return e.db.bdb.Update(func(btx *bbolt.Tx) error { return fn(newTx(btx)) })
 }
 
 func (e engine) View(ctx context.Context, fn func(tx state.Tx) error) error {
-	return e.db.view(fn)
-}
-
-// update queues fn for the next commit and waits until that commit is durable.
-// It returns fn's rejection, or the commit's failure. It does not give up when
-// ctx ends once fn is queued: the outcome would be unknown, and commits are short.
-func (db *DB) update(ctx context.Context, fn func(tx state.Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := db.failure(); err != nil {
-		return err
-	}
-	o := &op{fn: fn, doneC: make(chan struct{})}
-	db.mu.RLock()
-	if db.closed {
-		db.mu.RUnlock()
+	e.db.mu.RLock()
+	defer e.db.mu.RUnlock()
+	if e.db.closed {
 		return fence.ErrClosed
 	}
-	db.opC <- o
-	db.mu.RUnlock()
-	<-o.doneC
-	return o.err
-}
-
-func (db *DB) commitLoop() {
-	defer close(db.doneC)
-	batch := make([]*op, 0, db.maxBatch)
-	for {
-		select {
-		case o := <-db.opC:
-			batch = append(batch[:0], o)
-		case <-db.stopC:
-			for {
-				select {
-				case o := <-db.opC:
-					db.commit([]*op{o})
-				default:
-					return
-				}
-			}
-		}
-	fill:
-		for len(batch) < db.maxBatch {
-			select {
-			case o := <-db.opC:
-				batch = append(batch, o)
-			default:
-				break fill
-			}
-		}
-		db.commit(batch)
-	}
-}
-
-// commit applies batch in one transaction. A rejection is that change's own
-// answer. A change that fails otherwise rolls the whole transaction back, and
-// then each change is retried alone, so that one failing change does not fail
-// the others. A commit that fails is different: bbolt may have written part of
-// it (its meta page is read back from the file), so no change is retried, all
-// get the error, and the store stops taking changes until it is reopened —
-// the answer PostgreSQL gives to a failed fsync.
-func (db *DB) commit(batch []*op) {
-	start := time.Now()
-	applied := false
-	err := db.bdb.Update(func(btx *bbolt.Tx) error {
-		tx := newTx(btx)
-		for _, o := range batch {
-			o.err = o.fn(tx)
-			if o.err != nil && !state.IsRejection(o.err) {
-				return o.err
-			}
-		}
-		applied = true
-		return nil
-	})
-	commitDuration.Observe(time.Since(start).Seconds())
-	commitBatchSize.Observe(float64(len(batch)))
-	switch {
-	case err != nil && applied:
-		db.fail(fmt.Errorf("bolt: commit failed, outcome unknown: %w", err))
-	case err != nil && len(batch) > 1:
-		for _, o := range batch {
-			db.commit([]*op{o})
-		}
-		return
-	case err != nil:
-		batch[0].err = fmt.Errorf("bolt: %w", err)
-	}
-	if failed := db.failure(); failed != nil {
-		for _, o := range batch {
-			o.err = failed
-		}
-	}
-	for _, o := range batch {
-		close(o.doneC)
-	}
-}
-
-// fail puts the store out of service for changes: every later change, and
-// Check, returns err.
-func (db *DB) fail(err error) {
-	db.failMu.Lock()
-	defer db.failMu.Unlock()
-	if db.failed == nil {
-		db.failed = err
-	}
-}
-
-func (db *DB) failure() error {
-	db.failMu.Lock()
-	defer db.failMu.Unlock()
-	return db.failed
-}
-
-// view runs fn in a read-only transaction, or returns fence.ErrClosed.
-func (db *DB) view(fn func(tx state.Tx) error) error {
-	db.mu.RLock()
-	defer db.mu.RUnlock()
-	if db.closed {
-		return fence.ErrClosed
-	}
-	return db.bdb.View(func(btx *bbolt.Tx) error { return fn(newTx(btx)) })
+	return e.db.bdb.View(func(btx *bbolt.Tx) error { return fn(newTx(btx)) })
 }
 
 // boltTx implements state.Tx on a bbolt transaction.
@@ -291,7 +154,7 @@ func (t *boltTx) Resource(name string) (state.Resource, error) {
 	if b == nil {
 		return state.Resource{}, nil
 	}
-	r, err := decodeResource(b)
+	r, err := state.DecodeResource(b)
 	if err != nil {
 		return state.Resource{}, fmt.Errorf("%w %q", err, name)
 	}
@@ -299,15 +162,15 @@ func (t *boltTx) Resource(name string) (state.Resource, error) {
 }
 
 func (t *boltTx) SetResource(name string, r state.Resource) error {
-	return t.resources.Put([]byte(name), encodeResource(r))
+	return t.resources.Put([]byte(name), state.EncodeResource(r))
 }
 
 func (t *boltTx) Entry(resource, key string) (state.Entry, bool, error) {
-	b := t.entries.Get(entryKey(resource, key))
+	b := t.entries.Get(state.EntryKey(resource, key))
 	if b == nil {
 		return state.Entry{}, false, nil
 	}
-	e, err := decodeEntry(b)
+	e, err := state.DecodeEntry(b)
 	if err != nil {
 		return state.Entry{}, false, fmt.Errorf("%w %q/%q", err, resource, key)
 	}
@@ -315,11 +178,11 @@ func (t *boltTx) Entry(resource, key string) (state.Entry, bool, error) {
 }
 
 func (t *boltTx) SetEntry(resource, key string, e state.Entry) error {
-	return t.entries.Put(entryKey(resource, key), encodeEntry(e))
+	return t.entries.Put(state.EntryKey(resource, key), state.EncodeEntry(e))
 }
 
 func (t *boltTx) DeleteEntry(resource, key string) error {
-	return t.entries.Delete(entryKey(resource, key))
+	return t.entries.Delete(state.EntryKey(resource, key))
 }
 
 func (t *boltTx) Rev() (fence.Rev, error) {
@@ -328,7 +191,7 @@ func (t *boltTx) Rev() (fence.Rev, error) {
 		return 0, nil
 	}
 	if len(b) != 8 {
-		return 0, fmt.Errorf("%w: revision", errCorrupt)
+		return 0, fmt.Errorf("%w: revision", state.ErrCorrupt)
 	}
 	return fence.Rev(binary.BigEndian.Uint64(b)), nil
 }
@@ -339,7 +202,7 @@ func (t *boltTx) SetRev(rev fence.Rev) error {
 
 func (t *boltTx) Resources(fn func(name string, r state.Resource) error) error {
 	return t.resources.ForEach(func(k, v []byte) error {
-		r, err := decodeResource(v)
+		r, err := state.DecodeResource(v)
 		if err != nil {
 			return fmt.Errorf("%w %q", err, k)
 		}

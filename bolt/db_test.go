@@ -142,7 +142,7 @@ func TestDB_RevokeReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	db = openDir(t, dir)
-	if leases, err := db.Leases(ctx); err != nil || len(leases) != 0 {
+	if leases, _, err := db.Leases(ctx); err != nil || len(leases) != 0 {
 		t.Fatalf("Leases after reopen=%v, %v; want none", leases, err)
 	}
 	if f, err := db.Fence(ctx, "r"); err != nil || f != lastFence {
@@ -190,7 +190,7 @@ func dump(t *testing.T, db *bolt.DB, resources []string, keys [][2]string) strin
 		t.Fatalf("Txn: %v", err)
 	}
 	fmt.Fprintf(&b, "rev=%d\n", rev)
-	leases, err := db.Leases(ctx)
+	leases, _, err := db.Leases(ctx)
 	if err != nil {
 		t.Fatalf("Leases: %v", err)
 	}

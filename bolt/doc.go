@@ -4,10 +4,10 @@
 // resource's fence in the same atomic commit that issues its token.
 //
 // Every change is fsynced before its method returns. Concurrent changes share
-// commits: a single commit loop takes every change waiting when it starts, and
-// applies them in one bbolt transaction with one fsync (group commit), so
-// throughput grows with concurrency instead of being capped at one fsync per
-// request.
+// commits: the group commit of package state takes every change waiting when
+// a commit starts, and this package applies them in one bbolt transaction
+// with one fsync, so throughput grows with concurrency instead of being
+// capped at one fsync per request. The rules are package state's.
 //
 // It is not a general database: keys and values follow the limits of package fence.
 package bolt

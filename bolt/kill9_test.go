@@ -257,7 +257,7 @@ func checkAcked(t *testing.T, dir string, a *acked) {
 			t.Fatalf("Get(%q, %q): Token=%d, want >= %d", k[0], k[1], item.Token, w.token)
 		}
 	}
-	leases, err := db.Leases(ctx)
+	leases, _, err := db.Leases(ctx)
 	if err != nil {
 		t.Fatalf("Leases: %v", err)
 	}

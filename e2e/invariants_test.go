@@ -15,33 +15,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fence-lock/fence/bolt"
-	"github.com/fence-lock/fence/httpapi"
-	"github.com/fence-lock/fence/lock"
+	fenceserver "github.com/fence-lock/fence/server"
 )
 
-// newService runs the lock service and bolt storage behind the HTTP API in
-// this process, on a loopback port, with the logs in a buffer.
+// newService runs a fence server (fenceserver.Open, the embedded store) behind
+// the HTTP API in this process, on a loopback port, with the logs in a buffer.
 func newService(t testing.TB) (url string, logs *lockedBuffer) {
 	t.Helper()
-	db, err := bolt.Open(t.TempDir())
+	logs = &lockedBuffer{}
+	s, err := fenceserver.Open(t.Context(), fenceserver.Config{
+		Data:   t.TempDir(),
+		Logger: slog.New(slog.NewJSONHandler(lineWriter{logs}, nil)),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs = &lockedBuffer{}
-	logger := slog.New(slog.NewJSONHandler(lineWriter{logs}, nil))
-	locks := lock.NewService(db)
-	locks.Logger = logger
-	if err := locks.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	api := httpapi.NewServer(locks, db)
-	api.Logger = logger
-	srv := httptest.NewServer(api)
+	srv := httptest.NewServer(s)
 	t.Cleanup(func() {
 		srv.Close()
-		locks.Close()
-		db.Close()
+		s.Close()
 	})
 	return srv.URL, logs
 }

@@ -19,6 +19,7 @@ func TestLedger(t *testing.T, open func(t *testing.T) Backend) {
 	t.Run("Refresh", func(t *testing.T) { testRefresh(t, open) })
 	t.Run("End", func(t *testing.T) { testEnd(t, open) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, open) })
+	t.Run("Delays", func(t *testing.T) { testDelays(t, open) })
 	t.Run("LastToken", func(t *testing.T) { testLastToken(t, open) })
 }
 
@@ -41,7 +42,7 @@ func grantAt(t *testing.T, b Backend, resource, holder string, ttl time.Duration
 // wantLeases checks that Leases lists exactly want, in any order.
 func wantLeases(t *testing.T, b Backend, want ...fence.Lease) {
 	t.Helper()
-	got, err := b.Leases(t.Context())
+	got, _, err := b.Leases(t.Context())
 	if err != nil {
 		t.Fatalf("Leases: %v", err)
 	}
@@ -229,7 +230,7 @@ func testLeases(t *testing.T, open func(t *testing.T) Backend) {
 		}
 		wantLeases(t, b, want[:3]...)
 
-		got, err := b.Leases(ctx)
+		got, _, err := b.Leases(ctx)
 		if err != nil {
 			t.Fatalf("Leases: %v", err)
 		}
@@ -239,6 +240,53 @@ func testLeases(t *testing.T, open func(t *testing.T) Backend) {
 			}
 		}
 	})
+}
+
+// wantDelays checks that Leases lists exactly the lock-delays want (resource: length).
+func wantDelays(t *testing.T, b Backend, want map[string]time.Duration) {
+	t.Helper()
+	_, delays, err := b.Leases(t.Context())
+	if err != nil {
+		t.Fatalf("Leases: %v", err)
+	}
+	got := map[string]time.Duration{}
+	for _, d := range delays {
+		got[d.Resource] = d.Delay
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("delays=%v, want %v", got, want)
+	}
+}
+
+// testDelays checks that lock-delays are recorded while no lease is, and
+// that a grant or a revoke ends them.
+func testDelays(t *testing.T, open func(t *testing.T) Backend) {
+	b := open(t)
+	ctx := t.Context()
+	wantDelays(t, b, map[string]time.Duration{})
+	ta := grant(t, b, "a", "A")
+	if err := b.SetDelay(ctx, "a", time.Second); err != nil {
+		t.Fatalf("SetDelay while leased: %v", err)
+	}
+	wantDelays(t, b, map[string]time.Duration{}) // a lease is recorded: no delay
+	if _, err := b.End(ctx, "a", ta); err != nil {
+		t.Fatal(err)
+	}
+	for name, d := range map[string]time.Duration{"a": 5 * time.Second, "b": time.Minute, "c": time.Second} {
+		if err := b.SetDelay(ctx, name, d); err != nil {
+			t.Fatalf("SetDelay(%q, %s): %v", name, d, err)
+		}
+	}
+	wantDelays(t, b, map[string]time.Duration{"a": 5 * time.Second, "b": time.Minute, "c": time.Second})
+	wantFence(t, b, "a", ta) // a delay changes no fence
+	if err := b.SetDelay(ctx, "b", 0); err != nil {
+		t.Fatal(err)
+	}
+	grant(t, b, "a", "B")
+	if _, _, err := b.Revoke(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	wantDelays(t, b, map[string]time.Duration{})
 }
 
 // testLastToken checks invariant 1 through the ledger's eyes: the last token

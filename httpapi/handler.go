@@ -385,3 +385,46 @@ func (s *Server) txn(c *call) error {
 	c.writeJSON(txnResponse{Revision: rev})
 	return nil
 }
+
+// ClusterStatus is the answer to GET /v1/cluster: what this server knows of
+// the servers that share its store.
+type ClusterStatus struct {
+	// Role is this server's: "leader" (it serves requests from its state)
+	// or "standby" (it forwards them to the leader).
+	Role string `json:"role"`
+	// Leader is the leader's advertise URL; "" while no server leads.
+	Leader string `json:"leader"`
+	// Epoch is the leader's writer epoch: it grows with every new leader.
+	Epoch uint64 `json:"epoch"`
+	// Store names the store's engine: "embedded", "etcd" or "postgres".
+	Store string `json:"store"`
+	// Servers are the servers that share the store, this one included.
+	Servers []ClusterServer `json:"servers"`
+}
+
+// ClusterServer is one server of a ClusterStatus.
+type ClusterServer struct {
+	URL  string `json:"url"`  // its advertise URL; "" for an embedded store's server
+	Role string `json:"role"` // "leader" or "standby"
+}
+
+// Roles of ClusterStatus and ClusterServer.
+const (
+	RoleLeader  = "leader"
+	RoleStandby = "standby"
+)
+
+func (s *Server) cluster(c *call) error {
+	st := ClusterStatus{Role: RoleLeader, Epoch: 1, Store: "embedded", Servers: []ClusterServer{{Role: RoleLeader}}}
+	if s.Cluster != nil {
+		var err error
+		if st, err = s.Cluster(c.r.Context()); err != nil {
+			return err
+		}
+	}
+	if st.Servers == nil {
+		st.Servers = []ClusterServer{}
+	}
+	c.writeJSON(st)
+	return nil
+}

@@ -13,10 +13,18 @@ type route struct {
 	pattern string   // as in the API, e.g. "/v1/kv/{resource}/{key}"; the metrics label
 	methods []string // the methods it answers, HEAD included where GET is
 	allow   string   // methods joined for the Allow header
+	local   bool     // answered by every server itself, never forwarded to the leader
 }
 
 func newRoute(pattern string, methods ...string) *route {
 	return &route{pattern: pattern, methods: methods, allow: strings.Join(methods, ", ")}
+}
+
+// localRoute returns a route that every server answers itself.
+func localRoute(pattern string, methods ...string) *route {
+	rt := newRoute(pattern, methods...)
+	rt.local = true
+	return rt
 }
 
 // allows reports whether rt answers method.
@@ -31,9 +39,10 @@ func (rt *route) allows(method string) bool {
 
 // The routes of the API.
 var (
-	routeHealthz = newRoute("/healthz", "GET", "HEAD")
-	routeReadyz  = newRoute("/readyz", "GET", "HEAD")
-	routeMetrics = newRoute("/metrics", "GET", "HEAD")
+	routeHealthz = localRoute("/healthz", "GET", "HEAD")
+	routeReadyz  = localRoute("/readyz", "GET", "HEAD")
+	routeMetrics = localRoute("/metrics", "GET", "HEAD")
+	routeCluster = localRoute("/v1/cluster", "GET", "HEAD")
 	routeLock    = newRoute("/v1/locks/{resource}", "GET", "HEAD")
 	routeAcquire = newRoute("/v1/locks/{resource}/acquire", "POST")
 	routeRenew   = newRoute("/v1/locks/{resource}/renew", "POST")
@@ -42,7 +51,7 @@ var (
 	routeKV      = newRoute("/v1/kv/{resource}/{key}", "GET", "HEAD", "PUT", "DELETE")
 	routeFences  = newRoute("/v1/fences/{resource}", "GET", "HEAD", "POST")
 	routeTxn     = newRoute("/v1/txn", "POST")
-	routeKeys    = newRoute("/v1/keys", "GET", "HEAD")
+	routeKeys    = localRoute("/v1/keys", "GET", "HEAD")
 )
 
 // unmatched is the route label of paths that match no route.
@@ -75,6 +84,8 @@ func matchPath(p string) (match, bool) {
 		return match{route: routeTxn}, true
 	case "v1/keys":
 		return match{route: routeKeys}, true
+	case "v1/cluster":
+		return match{route: routeCluster}, true
 	}
 	rest, ok = strings.CutPrefix(rest, "v1/")
 	if !ok {

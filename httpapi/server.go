@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -80,6 +81,18 @@ type Server struct {
 	RateLimit rate.Limit
 	RateBurst int
 
+	// Cluster, if not nil, answers GET /v1/cluster: this server's role, the
+	// leader, the writer epoch and the servers. Nil, the default, answers
+	// as a server on its own: role "leader", epoch 1.
+	Cluster func(ctx context.Context) (ClusterStatus, error)
+
+	// Forward, if not nil, serves every request of a route that is not
+	// answered locally (/healthz, /readyz, /metrics, /v1/keys, /v1/cluster
+	// are), after the path and method are checked: a standby forwards them
+	// to the leader. It does its own authorisation and rate limiting (the
+	// leader's). Nil, the default, serves them here.
+	Forward http.Handler
+
 	limiters limiters
 	locker   fence.Locker
 	store    fence.Store
@@ -87,7 +100,7 @@ type Server struct {
 }
 
 // NewServer returns a Server that answers lock requests with locker and
-// storage requests with store. Both must be non-nil.
+// storage requests with store. Both must be non-nil, unless Forward is set.
 func NewServer(locker fence.Locker, store fence.Store) *Server {
 	return &Server{
 		Logger:  slog.Default(),
@@ -149,6 +162,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(fmt.Errorf("%w: %s %s; allowed: %s", errMethodNotAllowed, r.Method, m.route.pattern, m.route.allow))
 		return
 	}
+	if s.Forward != nil && !m.route.local {
+		s.Forward.ServeHTTP(c.w, r)
+		return
+	}
 	if m.route != routeHealthz && m.route != routeReadyz {
 		if err := s.rateLimit(r, start); err != nil {
 			c.fail(err)
@@ -181,6 +198,12 @@ func (s *Server) authorize(c *call, m match) error {
 	var perm string
 	switch m.route {
 	case routeHealthz, routeReadyz, routeKeys:
+		return nil
+	case routeCluster:
+		// Any valid credentials may see the cluster: only a 401 counts.
+		if err := s.Auth(c.r, permRead, ""); errors.Is(err, fence.ErrUnauthorized) {
+			return err
+		}
 		return nil
 	case routeMetrics:
 		if !s.ProtectMetrics {
@@ -277,6 +300,8 @@ func (s *Server) serve(c *call, m match) error {
 		return s.txn(c)
 	case routeKeys:
 		return s.keys(c)
+	case routeCluster:
+		return s.cluster(c)
 	}
 	return fmt.Errorf("%w: route %s has no handler", errInternal, m.route.pattern) // cannot happen
 }

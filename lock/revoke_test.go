@@ -231,6 +231,34 @@ func TestService_LockDelay(t *testing.T) {
 		})
 	})
 
+	// A delay in progress survives a restart (or a failover) with its full
+	// length from the restart, and its end is recorded.
+	t.Run("Restart", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			db := memory.New()
+			s1 := openDelay(t, db, 5*time.Second)
+			a := acquire(t, s1, "r", "a", time.Second)
+			time.Sleep(2 * time.Second) // expired at 1s: delayed until 6s
+			s1.Close()
+			time.Sleep(10 * time.Second) // down past the delay's end by the wall clock
+
+			s2 := openDelay(t, db, 5*time.Second)
+			restarted := time.Now()
+			_, err := s2.Acquire(t.Context(), "r", "b", time.Second, 0)
+			var held *fence.LockHeldError
+			if !errors.As(err, &held) || held.RetryAfter != 5*time.Second {
+				t.Fatalf("Acquire after restart: err=%v, want LockHeldError{RetryAfter: 5s}", err)
+			}
+			b, err := s2.Acquire(t.Context(), "r", "b", time.Second, time.Minute)
+			if err != nil || b.Token != a.Token+1 || time.Since(restarted) != 5*time.Second {
+				t.Fatalf("waiter: %+v, %v after %v; want token %d after 5s", b, err, time.Since(restarted), a.Token+1)
+			}
+			if _, delays, _ := db.Leases(t.Context()); len(delays) != 0 {
+				t.Fatalf("delays=%v, want none after the grant", delays)
+			}
+		})
+	})
+
 	t.Run("NotAfterRelease", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := openDelay(t, memory.New(), 5*time.Second)

@@ -93,9 +93,12 @@ func NewService(ledger fence.Ledger) *Service {
 	return &Service{ledger: ledger, Logger: slog.Default(), resources: make(map[string]*entry)}
 }
 
-// Open restores the leases recorded in the ledger and starts serving. A lease
-// that had not expired by the wall clock gets its full TTL from now, so that no
-// restart shortens a lease; one that had expired is ended and logged as expired.
+// Open restores the leases and lock-delays recorded in the ledger and starts
+// serving. Every recorded lease gets its full TTL from now, and every
+// lock-delay its full length, whatever the wall clock says: the record may
+// come from another machine, whose clock this one must not trust to end a
+// lease early (a restart or a failover costs waiting, never safety). The
+// recorded expiries are not rewritten: the next restore ignores them too.
 func (s *Service) Open(ctx context.Context) error {
 	if s.Logger == nil {
 		s.Logger = slog.Default()
@@ -109,31 +112,12 @@ func (s *Service) Open(ctx context.Context) error {
 		}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	leases, err := s.ledger.Leases(ctx)
+	leases, delays, err := s.ledger.Leases(ctx)
 	if err != nil {
 		return fmt.Errorf("lock: open: %w", err)
 	}
 	for _, l := range leases {
-		now := time.Now()
-		if !now.Before(l.Expires) {
-			lastFence, err := s.ledger.End(ctx, l.Resource, l.Token)
-			if err != nil {
-				return fmt.Errorf("lock: open: end expired lease %q: %w", l.Resource, err)
-			}
-			expirationsTotal.Inc()
-			s.log("lock expired", l, lastFence, "while", "stopped")
-			if until := l.Expires.Add(s.LockDelay); now.Before(until) {
-				e := &entry{}
-				s.resources[l.Resource] = e
-				s.delayLocked(l.Resource, e, until)
-			}
-			continue
-		}
-		l.Expires = now.Add(l.TTL)
-		lastFence, err := s.ledger.Refresh(ctx, l.Resource, l.Token, l.TTL, l.Expires)
-		if err != nil {
-			return fmt.Errorf("lock: open: restore lease %q: %w", l.Resource, err)
-		}
+		l.Expires = time.Now().Add(l.TTL)
 		// The ledger keeps no sequencer: sign the restored lease again.
 		if l.Sequencer, err = s.sign(l); err != nil {
 			return fmt.Errorf("lock: open: restore lease %q: %w", l.Resource, err)
@@ -142,7 +126,12 @@ func (s *Service) Open(ctx context.Context) error {
 		s.resources[l.Resource] = e
 		s.setLeaseLocked(e, l)
 		leasesHeld.Inc()
-		s.log("lease restored", l, lastFence)
+		s.log("lease restored", l, l.Token)
+	}
+	for _, d := range delays {
+		e := &entry{}
+		s.resources[d.Resource] = e
+		s.delayLocked(d.Resource, e, time.Now().Add(d.Delay), d.Delay)
 	}
 	return nil
 }
@@ -542,19 +531,25 @@ func (s *Service) expireLocked(resource string, e *entry, now time.Time) {
 	s.endLocked(resource, e, "lock expired")
 	// The delay counts from the expiry, not from when it was noticed.
 	if until := expires.Add(s.LockDelay); s.LockDelay > 0 && now.Before(until) {
-		s.delayLocked(resource, e, until)
+		// Recorded, so that a restart or a failover keeps the resource
+		// ungranted for a full delay. A failure to record it is logged: the
+		// delay still holds while this server runs.
+		if err := s.ledger.SetDelay(s.ctx, resource, s.LockDelay); err != nil {
+			s.Logger.Error("recording a lock-delay failed", "resource", resource, "error", err)
+		}
+		s.delayLocked(resource, e, until, s.LockDelay)
 	}
 	s.handOffLocked(resource, e)
 }
 
-// delayLocked starts a lock-delay on the free resource until until.
-func (s *Service) delayLocked(resource string, e *entry, until time.Time) {
+// delayLocked starts a lock-delay of length d on the free resource until until.
+func (s *Service) delayLocked(resource string, e *entry, until time.Time, d time.Duration) {
 	clearDelayLocked(e)
 	e.delayUntil = until
 	e.delayTimer = time.AfterFunc(time.Until(until), func() { s.endDelay(resource) })
 	lockDelaysTotal.Inc()
 	s.Logger.Info("lock delay started", "resource", resource,
-		"lock_delay_ms", s.LockDelay.Milliseconds(), "until", until.UTC().Format(time.RFC3339Nano))
+		"lock_delay_ms", d.Milliseconds(), "until", until.UTC().Format(time.RFC3339Nano))
 }
 
 // delayedLocked reports whether the resource is in its lock-delay at now.
@@ -586,6 +581,10 @@ func (s *Service) endDelay(resource string) {
 		return // ended already (a revoke), or a new delay started after this timer fired
 	}
 	clearDelayLocked(e)
+	if err := s.ledger.SetDelay(s.ctx, resource, 0); err != nil {
+		// The next grant ends the recorded delay anyway.
+		s.Logger.Error("recording the end of a lock-delay failed", "resource", resource, "error", err)
+	}
 	s.Logger.Info("lock delay ended", "resource", resource, "waiters", len(e.queue))
 	s.handOffLocked(resource, e)
 }

@@ -1,7 +1,7 @@
 // Package memory is fence's state held in memory: a fence.Store and
 // fence.Ledger with exactly the rules of the durable store (both run package
-// internal/state), for tests and for running without a disk. Nothing survives
-// the process.
+// state), for tests and for running without a disk. Nothing survives the
+// process.
 package memory
 
 import (
@@ -12,15 +12,16 @@ import (
 	"sync"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/internal/state"
+	"github.com/fence-lock/fence/state"
 )
 
 // rules is the shared implementation; the alias keeps the embedded field unexported.
 type rules = state.DB
 
 // DB is state in memory. It implements fence.Store (Put, Get, Delete, Fence,
-// Claim, Txn) and fence.Ledger (Grant, Refresh, End, Revoke, Leases, LastToken) and is
-// safe for concurrent use. The zero DB is not usable; call New.
+// Claim, Txn) and fence.Ledger (Grant, Refresh, End, Revoke, SetDelay, Leases,
+// LastToken) and is safe for concurrent use. It needs no Close. The zero DB is
+// not usable; call New.
 type DB struct {
 	*rules
 	mu sync.Mutex // serialises every transaction
@@ -39,8 +40,9 @@ func New() *DB {
 	return db
 }
 
-// engine implements state.Engine. The state rules check before they change,
-// so a rejected transaction has changed nothing, and maps cannot fail half-way.
+// engine implements state.Engine and state.Viewer. The state rules check
+// before they change, so a rejected change has changed nothing, and maps
+// cannot fail half-way: no transaction needs a rollback.
 type engine struct{ db *DB }
 
 func (e engine) Update(ctx context.Context, fn func(tx state.Tx) error) error {

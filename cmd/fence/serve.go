@@ -17,9 +17,9 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/auth"
-	"github.com/fence-lock/fence/bolt"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/lock"
+	"github.com/fence-lock/fence/server"
 )
 
 // serveConfig is the configuration of fence serve.
@@ -195,26 +195,19 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		}
 	}
 
-	db, err := bolt.Open(cfg.Data)
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+	srvCfg := server.Config{
+		Data:       cfg.Data,
+		Logger:     logger,
+		LockDelay:  cfg.LockDelay,
+		Signer:     signer,
+		MaxWaiters: cfg.MaxWaiters,
 	}
-	defer db.Close()
-	locks := lock.NewService(db)
-	locks.Logger = logger
-	locks.LockDelay = cfg.LockDelay
-	locks.Signer = signer
-	locks.MaxWaiters = cfg.MaxWaiters
-	if err := locks.Open(ctx); err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	defer locks.Close()
-
-	api := httpapi.NewServer(locks, db)
-	api.Logger = logger
-	api.Ready = db.Check
-	api.RateLimit, api.RateBurst = cfg.rateLimit()
-	if tokens != nil {
+	var hup chan os.Signal
+	srvCfg.API = func(api *httpapi.Server) {
+		api.RateLimit, api.RateBurst = cfg.rateLimit()
+		if tokens == nil {
+			return
+		}
 		api.Auth = func(r *http.Request, perm, resource string) error {
 			bearer := auth.BearerToken(r.Header.Get("Authorization"))
 			if name := certName(r); bearer == "" && name != "" {
@@ -227,14 +220,20 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 			return err
 		}
 		api.ProtectMetrics = cfg.ProtectMetrics
-		hup := make(chan os.Signal, 1)
+	}
+	if tokens != nil {
+		hup = make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
 		go reloadOnHUP(ctx, hup, tokens, cfg.AuthFile, logger)
 	}
+	fenceSrv, err := server.Open(ctx, srvCfg)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer fenceSrv.Close()
 	keyID := ""
 	if signer != nil {
-		api.Keys = []fence.PublicKey{signer.Public()}
 		keyID = signer.ID
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -244,7 +243,7 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	ln = limitListen(ln, cfg.MaxConns) // --max-conns
 	ln = wrapTLS(ln, tlsConf)          // HTTPS with --tls-cert
 	srv := &http.Server{
-		Handler:           api,
+		Handler:           fenceSrv,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
@@ -252,9 +251,9 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	// Long-polling acquires would hold Shutdown for up to their wait: closing
-	// the lock service answers them at once (503), and stops new lock calls.
-	srv.RegisterOnShutdown(func() { locks.Close() })
+	// Long-polling acquires would hold Shutdown for up to their wait:
+	// draining answers them at once (503), and stops new lock calls.
+	srv.RegisterOnShutdown(fenceSrv.Drain)
 
 	// The first log line says whether auth is on.
 	level, authAttrs := slog.LevelInfo, []any{"auth", "off", "auth_note", "no --auth-file: loopback only"}

@@ -10,21 +10,18 @@ import (
 	"os"
 	"time"
 
-	"github.com/fence-lock/fence/bolt"
-	"github.com/fence-lock/fence/httpapi"
-	"github.com/fence-lock/fence/lock"
+	"github.com/fence-lock/fence/server"
 )
 
-// Server is a fence server embedded in this process: the lock service and
-// bolt storage in a new temporary directory, behind the v1 HTTP API on a
+// Server is a fence server embedded in this process (server.Open, the
+// embedded store in a new temporary directory), behind the v1 HTTP API on a
 // loopback port. It logs nothing. Close stops it and removes the directory.
 type Server struct {
 	// URL is the server's base URL, e.g. "http://127.0.0.1:40123".
 	URL string
 
 	dir   string
-	db    *bolt.DB
-	locks *lock.Service
+	fence *server.Server
 	srv   *http.Server
 	doneC chan struct{} // closed when Serve has returned
 }
@@ -39,26 +36,16 @@ func StartServer(ctx context.Context) (*Server, error) {
 	fail := func(err error) (*Server, error) {
 		return nil, errors.Join(fmt.Errorf("demo: embedded server: %w", err), s.Close())
 	}
-	if s.db, err = bolt.Open(dir); err != nil {
+	if s.fence, err = server.Open(ctx, server.Config{Data: dir, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		return fail(err)
 	}
-	discard := slog.New(slog.DiscardHandler)
-	s.locks = lock.NewService(s.db)
-	s.locks.Logger = discard
-	if err := s.locks.Open(ctx); err != nil {
-		s.locks = nil // never opened: nothing to close
-		return fail(err)
-	}
-	api := httpapi.NewServer(s.locks, s.db)
-	api.Logger = discard
-	api.Ready = s.db.Check
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fail(err)
 	}
 	s.URL = "http://" + ln.Addr().String()
 	s.srv = &http.Server{
-		Handler:           api,
+		Handler:           s.fence,
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(slog.DiscardHandler, slog.LevelWarn),
 	}
@@ -81,11 +68,8 @@ func (s *Server) Close() error {
 		cancel()
 		<-s.doneC
 	}
-	if s.locks != nil {
-		errs = append(errs, s.locks.Close())
-	}
-	if s.db != nil {
-		errs = append(errs, s.db.Close())
+	if s.fence != nil {
+		errs = append(errs, s.fence.Close())
 	}
 	errs = append(errs, os.RemoveAll(s.dir))
 	if err := errors.Join(errs...); err != nil {

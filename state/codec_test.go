@@ -1,4 +1,4 @@
-package bolt
+package state
 
 import (
 	"bytes"
@@ -9,27 +9,34 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/internal/state"
 )
 
-var testResources = []state.Resource{
+var testResources = []Resource{
 	{},
 	{LastToken: 300, LastFence: 299, LeaseToken: 300, Holder: "worker-ä", TTL: 1500 * time.Millisecond, Expires: 1_900_000_000_123_456_789},
-	{LastToken: 7, LastFence: 7, Expires: -1},
+	{LastToken: 7, LastFence: 7, Expires: -1, Delay: 5 * time.Second},
 	{LastToken: fence.MaxToken, LastFence: fence.MaxToken, LeaseToken: fence.MaxToken, Holder: string(bytes.Repeat([]byte{'h'}, fence.MaxHolderLen)),
-		TTL: math.MaxInt64, Expires: math.MinInt64},
+		TTL: math.MaxInt64, Expires: math.MinInt64, Delay: math.MinInt64},
 	{LastToken: math.MaxUint64, TTL: -1, Holder: "\x00\xff"}, // not valid state, but the codec must not care
 }
 
 func TestDecodeResource(t *testing.T) {
+	// Records written before lock-delays were recorded still decode, with no delay.
+	t.Run("Version1", func(t *testing.T) {
+		v1 := []byte{recordV1, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i'}
+		want := Resource{LastToken: 9, LastFence: 8, LeaseToken: 9, TTL: time.Second, Expires: 1, Holder: "hi"}
+		if got, err := DecodeResource(v1); err != nil || got != want {
+			t.Fatalf("DecodeResource(v1)=%+v, %v; want %+v", got, err, want)
+		}
+	})
 	t.Run("OK", func(t *testing.T) {
 		for _, r := range testResources {
-			got, err := decodeResource(encodeResource(r))
+			got, err := DecodeResource(EncodeResource(r))
 			if err != nil {
-				t.Fatalf("decodeResource(encodeResource(%+v)): %v", r, err)
+				t.Fatalf("DecodeResource(EncodeResource(%+v)): %v", r, err)
 			}
 			if got != r {
-				t.Fatalf("decodeResource(encodeResource(r))=%+v, want %+v", got, r)
+				t.Fatalf("DecodeResource(EncodeResource(r))=%+v, want %+v", got, r)
 			}
 		}
 	})
@@ -37,17 +44,17 @@ func TestDecodeResource(t *testing.T) {
 	// Every strict prefix of a record is missing something.
 	t.Run("Truncated", func(t *testing.T) {
 		for _, r := range testResources {
-			b := encodeResource(r)
+			b := EncodeResource(r)
 			for n := range len(b) {
-				if got, err := decodeResource(b[:n]); !errors.Is(err, errCorrupt) {
-					t.Fatalf("decodeResource(%x)=%+v, %v; want errCorrupt", b[:n], got, err)
+				if got, err := DecodeResource(b[:n]); !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("DecodeResource(%x)=%+v, %v; want ErrCorrupt", b[:n], got, err)
 				}
 			}
 		}
 	})
 
 	t.Run("Corrupt", func(t *testing.T) {
-		good := encodeResource(testResources[1])
+		good := EncodeResource(testResources[1])
 		head := []byte{recordV1, 1, 1, 1, 1, 2} // up to the holder's length
 		for _, c := range []struct {
 			name string
@@ -55,7 +62,7 @@ func TestDecodeResource(t *testing.T) {
 		}{
 			{"Empty", nil},
 			{"Version0", append([]byte{0}, good[1:]...)},
-			{"Version2", append([]byte{2}, good[1:]...)},
+			{"Version3", append([]byte{3}, good[1:]...)},
 			{"TrailingByte", append(bytes.Clone(good), 0)},
 			{"HolderLongerThanRecord", append(bytes.Clone(head), 5, 'a', 'b')},
 			{"HolderLengthNegativeAsInt", binary.AppendUvarint(bytes.Clone(head), 1<<63)},
@@ -66,37 +73,37 @@ func TestDecodeResource(t *testing.T) {
 			{"VarintOverflow", []byte{recordV1, 1, 1, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0}},
 			{"UnterminatedVarint", []byte{recordV1, 1, 1, 1, 1, 0x80}},
 			{"AllOnes", bytes.Repeat([]byte{0xff}, 64)},
-			{"EntryRecord", encodeEntry(state.Entry{Value: []byte("v"), Rev: 1, Token: 1})},
+			{"EntryRecord", EncodeEntry(Entry{Value: []byte("v"), Rev: 1, Token: 1})},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				if got, err := decodeResource(c.b); !errors.Is(err, errCorrupt) {
-					t.Fatalf("decodeResource(%x)=%+v, %v; want errCorrupt", c.b, got, err)
+				if got, err := DecodeResource(c.b); !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("DecodeResource(%x)=%+v, %v; want ErrCorrupt", c.b, got, err)
 				}
 			})
 		}
 	})
 }
 
-var testEntries = []state.Entry{
+var testEntries = []Entry{
 	{Value: []byte{}},
 	{Value: []byte("hello"), Rev: 42, Token: 7},
 	{Value: []byte{0, 1, 0xff}, Rev: math.MaxUint64, Token: fence.MaxToken},
 	{Value: bytes.Repeat([]byte("x"), fence.MaxValueSize), Rev: 1 << 40, Token: 1 << 20},
 }
 
-func equalEntry(a, b state.Entry) bool {
+func equalEntry(a, b Entry) bool {
 	return a.Rev == b.Rev && a.Token == b.Token && bytes.Equal(a.Value, b.Value)
 }
 
 func TestDecodeEntry(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		for _, e := range testEntries {
-			got, err := decodeEntry(encodeEntry(e))
+			got, err := DecodeEntry(EncodeEntry(e))
 			if err != nil {
-				t.Fatalf("decodeEntry(encodeEntry(rev %d)): %v", e.Rev, err)
+				t.Fatalf("DecodeEntry(EncodeEntry(rev %d)): %v", e.Rev, err)
 			}
 			if !equalEntry(got, e) {
-				t.Fatalf("decodeEntry(encodeEntry(e)): Rev=%d Token=%d len(Value)=%d, want %d %d %d",
+				t.Fatalf("DecodeEntry(EncodeEntry(e)): Rev=%d Token=%d len(Value)=%d, want %d %d %d",
 					got.Rev, got.Token, len(got.Value), e.Rev, e.Token, len(e.Value))
 			}
 		}
@@ -105,11 +112,11 @@ func TestDecodeEntry(t *testing.T) {
 	// Without its header, an entry is corrupt; after it, the rest is the value.
 	t.Run("Truncated", func(t *testing.T) {
 		for _, e := range testEntries {
-			b := encodeEntry(e)
+			b := EncodeEntry(e)
 			header := len(b) - len(e.Value)
 			for n := range header {
-				if got, err := decodeEntry(b[:n]); !errors.Is(err, errCorrupt) {
-					t.Fatalf("decodeEntry(%x)=%+v, %v; want errCorrupt", b[:n], got, err)
+				if got, err := DecodeEntry(b[:n]); !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("DecodeEntry(%x)=%+v, %v; want ErrCorrupt", b[:n], got, err)
 				}
 			}
 		}
@@ -129,63 +136,63 @@ func TestDecodeEntry(t *testing.T) {
 			{"AllOnes", bytes.Repeat([]byte{0xff}, 64)},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				if got, err := decodeEntry(c.b); !errors.Is(err, errCorrupt) {
-					t.Fatalf("decodeEntry(%x)=%+v, %v; want errCorrupt", c.b, got, err)
+				if got, err := DecodeEntry(c.b); !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("DecodeEntry(%x)=%+v, %v; want ErrCorrupt", c.b, got, err)
 				}
 			})
 		}
 	})
 }
 
-// FuzzDecodeResource checks that decodeResource never panics, that what it
+// FuzzDecodeResource checks that DecodeResource never panics, that what it
 // accepts survives a round trip, and that every resource built from the
 // inputs does.
 func FuzzDecodeResource(f *testing.F) {
 	for _, r := range testResources {
-		f.Add(encodeResource(r), uint64(r.LastToken), uint64(r.LastFence), uint64(r.LeaseToken), int64(r.TTL), r.Expires, r.Holder)
+		f.Add(EncodeResource(r), uint64(r.LastToken), uint64(r.LastFence), uint64(r.LeaseToken), int64(r.TTL), r.Expires, r.Holder, int64(r.Delay))
 	}
-	f.Add([]byte{recordV1, 1, 1, 1, 1, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, uint64(1), uint64(1), uint64(0), int64(0), int64(0), "")
-	f.Fuzz(func(t *testing.T, b []byte, lastToken, lastFence, leaseToken uint64, ttl, expires int64, holder string) {
-		if r, err := decodeResource(b); err == nil {
-			again, err := decodeResource(encodeResource(r))
+	f.Add([]byte{recordV1, 1, 1, 1, 1, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, uint64(1), uint64(1), uint64(0), int64(0), int64(0), "", int64(0))
+	f.Fuzz(func(t *testing.T, b []byte, lastToken, lastFence, leaseToken uint64, ttl, expires int64, holder string, delay int64) {
+		if r, err := DecodeResource(b); err == nil {
+			again, err := DecodeResource(EncodeResource(r))
 			if err != nil || again != r {
-				t.Fatalf("decodeResource(encodeResource(%+v))=%+v, %v", r, again, err)
+				t.Fatalf("DecodeResource(EncodeResource(%+v))=%+v, %v", r, again, err)
 			}
-		} else if !errors.Is(err, errCorrupt) {
-			t.Fatalf("decodeResource(%x): err=%v, want errCorrupt", b, err)
+		} else if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("DecodeResource(%x): err=%v, want ErrCorrupt", b, err)
 		}
-		r := state.Resource{LastToken: fence.Token(lastToken), LastFence: fence.Token(lastFence), LeaseToken: fence.Token(leaseToken),
-			Holder: holder, TTL: time.Duration(ttl), Expires: expires}
-		got, err := decodeResource(encodeResource(r))
+		r := Resource{LastToken: fence.Token(lastToken), LastFence: fence.Token(lastFence), LeaseToken: fence.Token(leaseToken),
+			Holder: holder, TTL: time.Duration(ttl), Expires: expires, Delay: time.Duration(delay)}
+		got, err := DecodeResource(EncodeResource(r))
 		if err != nil || got != r {
-			t.Fatalf("decodeResource(encodeResource(%+v))=%+v, %v", r, got, err)
+			t.Fatalf("DecodeResource(EncodeResource(%+v))=%+v, %v", r, got, err)
 		}
 	})
 }
 
-// FuzzDecodeEntry checks that decodeEntry never panics, that what it accepts
+// FuzzDecodeEntry checks that DecodeEntry never panics, that what it accepts
 // survives a round trip, and that every entry built from the inputs does.
 func FuzzDecodeEntry(f *testing.F) {
 	for _, e := range testEntries[:3] {
-		f.Add(encodeEntry(e), uint64(e.Rev), uint64(e.Token), e.Value)
+		f.Add(EncodeEntry(e), uint64(e.Rev), uint64(e.Token), e.Value)
 	}
 	f.Add([]byte{recordV1, 0x80}, uint64(1), uint64(1), []byte(nil))
 	f.Fuzz(func(t *testing.T, b []byte, rev, token uint64, value []byte) {
-		if e, err := decodeEntry(b); err == nil {
+		if e, err := DecodeEntry(b); err == nil {
 			if !bytes.HasSuffix(b, e.Value) {
-				t.Fatalf("decodeEntry(%x): Value=%x, want a suffix of the record", b, e.Value)
+				t.Fatalf("DecodeEntry(%x): Value=%x, want a suffix of the record", b, e.Value)
 			}
-			again, err := decodeEntry(encodeEntry(e))
+			again, err := DecodeEntry(EncodeEntry(e))
 			if err != nil || !equalEntry(again, e) {
-				t.Fatalf("decodeEntry(encodeEntry(%+v))=%+v, %v", e, again, err)
+				t.Fatalf("DecodeEntry(EncodeEntry(%+v))=%+v, %v", e, again, err)
 			}
-		} else if !errors.Is(err, errCorrupt) {
-			t.Fatalf("decodeEntry(%x): err=%v, want errCorrupt", b, err)
+		} else if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("DecodeEntry(%x): err=%v, want ErrCorrupt", b, err)
 		}
-		e := state.Entry{Value: value, Rev: fence.Rev(rev), Token: fence.Token(token)}
-		got, err := decodeEntry(encodeEntry(e))
+		e := Entry{Value: value, Rev: fence.Rev(rev), Token: fence.Token(token)}
+		got, err := DecodeEntry(EncodeEntry(e))
 		if err != nil || !equalEntry(got, e) {
-			t.Fatalf("decodeEntry(encodeEntry(%+v))=%+v, %v", e, got, err)
+			t.Fatalf("DecodeEntry(EncodeEntry(%+v))=%+v, %v", e, got, err)
 		}
 	})
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/fencetest"
-	"github.com/fence-lock/fence/internal/state"
+	"github.com/fence-lock/fence/state"
 )
 
 // anyTokenTx is a mapTx on which every token counts as issued: guards know

@@ -1,16 +1,16 @@
-package bolt
+package state
 
 import "github.com/prometheus/client_golang/prometheus"
 
 var (
 	commitDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "fence_storage_commit_duration_seconds",
-		Help:    "Time to apply and fsync one commit of the built-in store.",
+		Help:    "Time to apply and fsync one commit (one engine transaction).",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	})
 	commitBatchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "fence_storage_commit_batch_size",
-		Help:    "Changes carried by one commit (group commit) of the built-in store.",
+		Help:    "Changes carried by one commit (group commit).",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
 	})
 )

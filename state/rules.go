@@ -1,13 +1,3 @@
-// Package state holds the rules of fence's built-in state, written once over a
-// small transactional interface: the token check of fenced storage, the
-// conditions of writes and transactions, and the ledger of grants. A backend
-// (bolt, or an in-memory one) provides a Tx and runs these functions inside its
-// own atomic transaction.
-//
-// Every function checks everything before it changes anything, so a rejection
-// (an error for which IsRejection is true) leaves the Tx untouched and the
-// backend may commit the other work of the same transaction. Any other error
-// may leave partial changes: the backend must roll the transaction back.
 package state
 
 import (
@@ -28,6 +18,9 @@ type Resource struct {
 	Holder     string        // the current lease's holder
 	TTL        time.Duration // the current lease's TTL
 	Expires    int64         // the current lease's expiry, Unix nanoseconds (wall clock)
+	// Delay is the length of the lock-delay in progress since the last lease
+	// expired; 0 if none. A restore gives it its full length again.
+	Delay time.Duration
 }
 
 // Entry is a stored value.
@@ -72,7 +65,7 @@ func IsRejection(err error) bool {
 var rejections = []error{
 	fence.ErrFenced, fence.ErrTokenNotIssued, fence.ErrLeaseLost, fence.ErrFenceRequired,
 	fence.ErrInvalidToken, fence.ErrPreconditionFailed, fence.ErrNotFound, fence.ErrBadRequest,
-	fence.ErrTooLarge,
+	fence.ErrTooLarge, ErrTokensExhausted,
 }
 
 // ErrTokensExhausted means a resource has issued MaxToken and cannot be granted again.
@@ -325,6 +318,7 @@ func Grant(tx Tx, resource, holder string, ttl time.Duration, expires time.Time)
 	token := r.LastToken + 1
 	r.LastToken, r.LastFence = token, max(r.LastFence, token)
 	r.LeaseToken, r.Holder, r.TTL, r.Expires = token, holder, ttl, expires.UnixNano()
+	r.Delay = 0
 	if err := tx.SetResource(resource, r); err != nil {
 		return 0, err
 	}
@@ -373,11 +367,26 @@ func Revoke(tx Tx, resource string) (lastFence, revoked fence.Token, err error) 
 	revoked = r.LeaseToken
 	token := r.LastToken + 1
 	r.LastToken, r.LastFence = token, max(r.LastFence, token)
-	r.LeaseToken, r.Holder, r.TTL, r.Expires = 0, "", 0, 0
+	r.LeaseToken, r.Holder, r.TTL, r.Expires, r.Delay = 0, "", 0, 0, 0
 	if err := tx.SetResource(resource, r); err != nil {
 		return 0, 0, err
 	}
 	return r.LastFence, revoked, nil
+}
+
+// SetDelay records that a lock-delay of d is in progress on the resource
+// (d > 0), or that none is (d == 0). It changes nothing while a lease is
+// recorded: a grant ends any delay.
+func SetDelay(tx Tx, resource string, d time.Duration) error {
+	r, err := tx.Resource(resource)
+	if err != nil {
+		return err
+	}
+	if r.LeaseToken != 0 || r.Delay == d {
+		return nil
+	}
+	r.Delay = d
+	return tx.SetResource(resource, r)
 }
 
 // Lease returns the lease recorded in r, if any.

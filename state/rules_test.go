@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/internal/state"
+	"github.com/fence-lock/fence/state"
 )
 
 // mapTx is a state.Tx on maps, as in package memory.

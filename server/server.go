@@ -1,0 +1,156 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/bolt"
+	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/lock"
+)
+
+// Config is the configuration of a fence server. The zero value of every
+// field but Data (or Store) is a sensible default.
+type Config struct {
+	// Store is the URL of a replicated engine that several servers share:
+	// "etcd://host:port[,host:port...]/prefix" or "postgres://..." (see
+	// OpenEngine). "", the default, means the embedded store in Data.
+	Store string
+	// Data is the directory of the embedded store (created if missing);
+	// used only when Store is "".
+	Data string
+	// Advertise is the base URL at which clients and the other servers
+	// reach this one ("http://10.0.0.1:7700"). Required with Store.
+	Advertise string
+
+	// Logger receives the server's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// LockDelay, Signer and MaxWaiters configure the lock service (see
+	// lock.Service).
+	LockDelay  time.Duration
+	Signer     *fence.SigningKey
+	MaxWaiters int
+	// API, if not nil, configures every httpapi.Server the server builds
+	// (authorisation, rate limits, keys) after its defaults are set.
+	API func(*httpapi.Server)
+	// WrapStore, if not nil, wraps the store the API serves (a test can make
+	// a server that misbehaves).
+	WrapStore func(fence.Store) fence.Store
+}
+
+// Server is a whole fence server: the store, the lock service and the v1
+// HTTP API, from a Config. It is an http.Handler, safe for concurrent use.
+type Server struct {
+	cfg    Config
+	logger *slog.Logger
+
+	handler atomic.Pointer[http.Handler] // what serves requests now
+
+	closeOnce sync.Once
+	drainOnce sync.Once
+	closeErr  error
+	term      *term // the embedded store's one term
+}
+
+// term is what serves while this server leads: a store, the lock service on
+// it, and the API on both.
+type term struct {
+	locks *lock.Service
+	api   *httpapi.Server
+	close func() error // closes the store
+}
+
+// Open opens the store that cfg names and starts serving from it. The
+// caller must Close the server.
+func Open(ctx context.Context, cfg Config) (*Server, error) {
+	s := &Server{cfg: cfg, logger: cfg.Logger}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	if cfg.Store != "" {
+		return nil, errors.New("server: --store is not supported yet")
+	}
+	if cfg.Data == "" {
+		return nil, errors.New("server: no data directory")
+	}
+	db, err := bolt.Open(cfg.Data)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	t, err := s.newTerm(ctx, db, db, db.Check, db.Close)
+	if err != nil {
+		return nil, err
+	}
+	s.term = t
+	var h http.Handler = t.api
+	s.handler.Store(&h)
+	return s, nil
+}
+
+// newTerm starts the lock service on ledger and the API on it and store.
+// On failure it closes the store with closeStore.
+func (s *Server) newTerm(ctx context.Context, ledger fence.Ledger, store fence.Store, ready func() error, closeStore func() error) (*term, error) {
+	locks := lock.NewService(ledger)
+	locks.Logger = s.logger
+	locks.LockDelay = s.cfg.LockDelay
+	locks.Signer = s.cfg.Signer
+	locks.MaxWaiters = s.cfg.MaxWaiters
+	if err := locks.Open(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("server: %w", err), closeStore())
+	}
+	if s.cfg.WrapStore != nil {
+		store = s.cfg.WrapStore(store)
+	}
+	api := httpapi.NewServer(locks, store)
+	s.configure(api)
+	api.Ready = ready
+	return &term{locks: locks, api: api, close: closeStore}, nil
+}
+
+// configure sets what every API server of this server shares.
+func (s *Server) configure(api *httpapi.Server) {
+	api.Logger = s.logger
+	if s.cfg.Signer != nil {
+		api.Keys = []fence.PublicKey{s.cfg.Signer.Public()}
+	}
+	if s.cfg.API != nil {
+		s.cfg.API(api)
+	}
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.handler.Load()).ServeHTTP(w, r)
+}
+
+// Drain stops the lock service: acquires waiting for a lock are answered
+// 503 at once, and later lock calls too, while storage requests in flight
+// finish. Call it when the HTTP server starts shutting down (see
+// http.Server.RegisterOnShutdown), so that long polls do not hold the
+// shutdown for their whole wait.
+func (s *Server) Drain() {
+	s.drainOnce.Do(func() {
+		if s.term != nil {
+			s.term.locks.Close()
+		}
+	})
+}
+
+// Close drains the server and closes its store. Leases stay recorded, to
+// be restored by the next server. A second Close returns the first's error.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.Drain()
+		if s.term != nil {
+			s.closeErr = s.term.close()
+		}
+	})
+	return s.closeErr
+}

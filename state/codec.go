@@ -1,0 +1,142 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fence-lock/fence"
+)
+
+// The binary records in which engines store state (bolt's values, etcd's
+// values). Each starts with a version byte so that a later format can be
+// told apart; integers are varints, strings and values are length-prefixed
+// (resources) or the remaining bytes (entries).
+//
+// Resource records: version 1 is LastToken, LastFence, LeaseToken, TTL,
+// Expires, Holder; version 2 (written since lock-delays are recorded)
+// appends Delay. Entry records: version 1 is Rev, Token, Value.
+const (
+	recordV1 = 1
+	recordV2 = 2
+)
+
+// ErrCorrupt means a stored record does not decode.
+var ErrCorrupt = errors.New("state: corrupt record")
+
+// EncodeResource returns r as a record, in the newest format.
+func EncodeResource(r Resource) []byte {
+	b := make([]byte, 0, 56+len(r.Holder))
+	b = append(b, recordV2)
+	b = binary.AppendUvarint(b, uint64(r.LastToken))
+	b = binary.AppendUvarint(b, uint64(r.LastFence))
+	b = binary.AppendUvarint(b, uint64(r.LeaseToken))
+	b = binary.AppendUvarint(b, uint64(r.TTL))
+	b = binary.AppendVarint(b, r.Expires)
+	b = binary.AppendUvarint(b, uint64(len(r.Holder)))
+	b = append(b, r.Holder...)
+	return binary.AppendVarint(b, int64(r.Delay))
+}
+
+// DecodeResource decodes a record of either format; ErrCorrupt if it does not decode.
+func DecodeResource(b []byte) (Resource, error) {
+	d := decoder{b: b}
+	version := d.byte()
+	if version != recordV1 && version != recordV2 {
+		return Resource{}, fmt.Errorf("%w: resource record version", ErrCorrupt)
+	}
+	r := Resource{
+		LastToken:  fence.Token(d.uvarint()),
+		LastFence:  fence.Token(d.uvarint()),
+		LeaseToken: fence.Token(d.uvarint()),
+		TTL:        time.Duration(d.uvarint()),
+		Expires:    d.varint(),
+	}
+	r.Holder = string(d.bytes(d.uvarint()))
+	if version == recordV2 {
+		r.Delay = time.Duration(d.varint())
+	}
+	if d.err != nil || len(d.b) != 0 {
+		return Resource{}, fmt.Errorf("%w: resource record", ErrCorrupt)
+	}
+	return r, nil
+}
+
+// EncodeEntry returns e as a record.
+func EncodeEntry(e Entry) []byte {
+	b := make([]byte, 0, 21+len(e.Value))
+	b = append(b, recordV1)
+	b = binary.AppendUvarint(b, uint64(e.Rev))
+	b = binary.AppendUvarint(b, uint64(e.Token))
+	return append(b, e.Value...)
+}
+
+// DecodeEntry decodes an entry; its Value aliases b.
+func DecodeEntry(b []byte) (Entry, error) {
+	d := decoder{b: b}
+	if d.byte() != recordV1 {
+		return Entry{}, fmt.Errorf("%w: entry version", ErrCorrupt)
+	}
+	e := Entry{Rev: fence.Rev(d.uvarint()), Token: fence.Token(d.uvarint())}
+	if d.err != nil {
+		return Entry{}, fmt.Errorf("%w: entry", ErrCorrupt)
+	}
+	e.Value = d.b
+	return e, nil
+}
+
+// decoder reads a record; the first failure sticks in err and later reads return zero.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.err = ErrCorrupt
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if d.err != nil || n <= 0 {
+		d.err = ErrCorrupt
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if d.err != nil || n <= 0 {
+		d.err = ErrCorrupt
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes(n uint64) []byte {
+	if d.err != nil || n > uint64(len(d.b)) {
+		d.err = ErrCorrupt
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+// EntryKey is resource, a zero byte, then key: names contain no control
+// characters, so the zero byte cannot occur inside either.
+func EntryKey(resource, key string) []byte {
+	b := make([]byte, 0, len(resource)+1+len(key))
+	b = append(b, resource...)
+	b = append(b, 0)
+	return append(b, key...)
+}

@@ -1,0 +1,478 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fence-lock/fence"
+)
+
+// Engine is the transactional storage under a DB. Implementations are safe
+// for concurrent use, but a DB never runs two Updates at once.
+type Engine interface {
+	// Update runs fn in one atomic transaction and returns after the
+	// transaction is durable. When fn returns an error, nothing of the
+	// transaction is applied and Update returns that error as it is.
+	//
+	// Otherwise Update returns nil when the transaction is applied; an
+	// error wrapping ErrNotApplied when it is certainly not (a limit of the
+	// engine); an error wrapping ErrDeposed when this writer's epoch is no
+	// longer current, and nothing is applied; and any other error when the
+	// outcome is unknown.
+	Update(ctx context.Context, fn func(tx Tx) error) error
+}
+
+// Viewer is implemented by engines that can read committed state
+// linearizably without a transaction of their own (a local file, memory).
+// A DB sends the reads of other engines through Update, so that they are
+// confirmed by the same commit as the writes.
+type Viewer interface {
+	// View runs fn in a read-only transaction on committed state.
+	View(ctx context.Context, fn func(tx Tx) error) error
+}
+
+// Limiter is implemented by engines that cap the size of one transaction:
+// a DB puts at most Limits() changes, and values of at most maxBytes bytes
+// in all, in one Update (a single change larger than that goes alone).
+type Limiter interface {
+	Limits() (maxChanges, maxBytes int)
+}
+
+// ErrNotApplied means an engine certainly applied nothing of a transaction.
+var ErrNotApplied = errors.New("state: transaction not applied")
+
+// ErrDeposed means this server's writer epoch is no longer current: another
+// server leads the store, and nothing was applied. A server that gets it must
+// stop serving from its state.
+var ErrDeposed = errors.New("state: deposed: another server leads the store (writer epoch replaced)")
+
+// DefaultMaxBatch is the number of changes one commit carries at most when
+// the engine sets no limit.
+const DefaultMaxBatch = 512
+
+// DB implements fence.Store and fence.Ledger with the rules of this package
+// on an Engine, so that every engine answers exactly alike. It is safe for
+// concurrent use. Values it returns are copies: an engine's memory is valid
+// only inside a transaction.
+//
+// Changes are group-committed: a caller whose change finds no commit running
+// commits every change queued so far in one Update, and the changes queued
+// during that commit go in the next one, committed by a goroutine of the DB.
+// When a commit fails in a way that leaves its outcome unknown (or the
+// engine's epoch is deposed), the DB stops taking changes: every later change
+// returns that failure, and Done is closed.
+type DB struct {
+	name     string // the engine's package name, which prefixes errors
+	engine   Engine
+	viewer   Viewer // nil: reads go through Update
+	maxBatch int
+	maxBytes int // 0: no limit
+
+	mu         sync.Mutex
+	queue      []*op
+	committing bool       // a goroutine is committing; it takes the queue until it is empty
+	idle       *sync.Cond // signalled when committing becomes false
+	closed     bool
+	failed     error
+	failedC    chan struct{} // closed when failed is set
+}
+
+var (
+	_ fence.Store  = (*DB)(nil)
+	_ fence.Ledger = (*DB)(nil)
+)
+
+// op is one change or read waiting for a commit. fn may run more than once
+// (when a shared commit fails, each change is retried alone), so it keeps
+// its results in variables it overwrites on every run.
+type op struct {
+	fn    func(tx Tx) error
+	size  int // bytes of values it writes, for the engine's limits
+	err   error
+	doneC chan struct{}
+}
+
+// NewDB returns a DB on engine; name prefixes its errors ("bolt: put ...").
+// It starts nothing: commits run on the goroutines of the callers and of
+// the DB while changes are queued.
+func NewDB(name string, engine Engine) *DB {
+	db := &DB{name: name, engine: engine, maxBatch: DefaultMaxBatch, failedC: make(chan struct{})}
+	db.idle = sync.NewCond(&db.mu)
+	if v, ok := engine.(Viewer); ok {
+		db.viewer = v
+	}
+	if l, ok := engine.(Limiter); ok {
+		if n, b := l.Limits(); n > 0 {
+			db.maxBatch, db.maxBytes = n, b
+		}
+	}
+	return db
+}
+
+// Close finishes the changes already queued; changes and reads after it
+// return fence.ErrClosed. It does not close the engine. A second Close
+// returns when the first is done.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.closed = true
+	for db.committing {
+		db.idle.Wait()
+	}
+	return nil
+}
+
+// Err returns the failure that put the DB out of service, nil while it serves.
+func (db *DB) Err() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.failed
+}
+
+// Done is closed when the DB fails (see Err).
+func (db *DB) Done() <-chan struct{} { return db.failedC }
+
+// Update runs fn in a transaction of the next group commit and returns
+// fn's rejection, or the commit's failure. It returns once the commit is
+// durable, and does not give up when ctx ends after fn is queued: the
+// outcome would be unknown, and commits are short. Like every change of the
+// DB, fn must check before it changes (see IsRejection).
+func (db *DB) Update(ctx context.Context, fn func(tx Tx) error) error {
+	return db.update(ctx, fn, 0)
+}
+
+func (db *DB) update(ctx context.Context, fn func(tx Tx) error, size int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	o := &op{fn: fn, size: size, doneC: make(chan struct{})}
+	db.mu.Lock()
+	switch {
+	case db.closed:
+		db.mu.Unlock()
+		return fence.ErrClosed
+	case db.failed != nil:
+		err := db.failed
+		db.mu.Unlock()
+		return err
+	}
+	db.queue = append(db.queue, o)
+	lead := !db.committing
+	db.committing = true
+	db.mu.Unlock()
+	if lead {
+		// The queue was empty: o is first in the next batch.
+		if db.commitNext() {
+			go db.commitAll()
+		}
+	}
+	<-o.doneC
+	return o.err
+}
+
+// commitAll commits batches until the queue is empty.
+func (db *DB) commitAll() {
+	for db.commitNext() {
+	}
+}
+
+// commitNext commits the next batch of the queue, and reports whether
+// changes are still queued; if not, it ends the committing role.
+func (db *DB) commitNext() bool {
+	db.mu.Lock()
+	n, bytes := 0, 0
+	for n < len(db.queue) && n < db.maxBatch {
+		if n > 0 && db.maxBytes > 0 && bytes+db.queue[n].size > db.maxBytes {
+			break
+		}
+		bytes += db.queue[n].size
+		n++
+	}
+	batch := make([]*op, n)
+	copy(batch, db.queue)
+	db.queue = db.queue[:copy(db.queue, db.queue[n:])]
+	db.mu.Unlock()
+
+	db.commit(batch)
+
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if len(db.queue) > 0 {
+		return true
+	}
+	db.committing = false
+	db.idle.Broadcast()
+	return false
+}
+
+// commit applies batch in one transaction. A rejection is that change's own
+// answer. A change that fails otherwise rolls the whole transaction back, and
+// then each change is retried alone, so that one failing change does not fail
+// the others; so does a transaction the engine certainly did not apply (a
+// limit). A commit whose outcome is unknown is different: the engine may
+// have applied it, so no change is retried, all get the error, and the DB
+// takes no more changes — the answer PostgreSQL gives to a failed fsync.
+func (db *DB) commit(batch []*op) {
+	if err := db.Err(); err != nil {
+		// Failed while these were queued.
+		db.finish(batch, err)
+		return
+	}
+	start := time.Now()
+	applied := false
+	err := db.engine.Update(context.Background(), func(tx Tx) error {
+		for _, o := range batch {
+			o.err = o.fn(tx)
+			if o.err != nil && !IsRejection(o.err) {
+				return o.err
+			}
+		}
+		applied = true
+		return nil
+	})
+	commitDuration.Observe(time.Since(start).Seconds())
+	commitBatchSize.Observe(float64(len(batch)))
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrDeposed):
+		db.fail(err)
+	case applied && !errors.Is(err, ErrNotApplied):
+		db.fail(fmt.Errorf("%s: commit failed, outcome unknown: %w", db.name, err))
+	case len(batch) > 1:
+		for _, o := range batch {
+			db.commit([]*op{o})
+		}
+		return
+	case applied:
+		batch[0].err = err
+	default:
+		// fn's own error, as it is.
+	}
+	db.finish(batch, db.Err())
+}
+
+// finish answers batch, with failed instead of each op's own answer if it is not nil.
+func (db *DB) finish(batch []*op, failed error) {
+	for _, o := range batch {
+		if failed != nil {
+			o.err = failed
+		}
+		close(o.doneC)
+	}
+}
+
+// fail puts the DB out of service for changes: every later change returns err.
+func (db *DB) fail(err error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.failed == nil {
+		db.failed = err
+		close(db.failedC)
+	}
+}
+
+// View runs fn on committed state: directly if the engine is a Viewer, else
+// in the next commit, which confirms it.
+func (db *DB) View(ctx context.Context, fn func(tx Tx) error) error {
+	if db.viewer == nil {
+		return db.update(ctx, fn, 0)
+	}
+	db.mu.Lock()
+	closed := db.closed
+	db.mu.Unlock()
+	if closed {
+		return fence.ErrClosed
+	}
+	return db.viewer.View(ctx, fn)
+}
+
+// Put implements fence.Store.
+func (db *DB) Put(ctx context.Context, resource, key string, value []byte, token fence.Token, c fence.Cond) (fence.WriteResult, error) {
+	var res fence.WriteResult
+	err := checkValue(value)
+	if err == nil {
+		err = validateName(resource, key)
+	}
+	if err == nil {
+		err = db.update(ctx, func(tx Tx) (err error) {
+			res, err = Put(tx, resource, key, value, token, c)
+			return err
+		}, len(value))
+	}
+	return res, db.wrap(err, "put %q/%q", resource, key)
+}
+
+// Delete implements fence.Store.
+func (db *DB) Delete(ctx context.Context, resource, key string, token fence.Token, c fence.Cond) (fence.WriteResult, error) {
+	var res fence.WriteResult
+	err := validateName(resource, key)
+	if err == nil {
+		err = db.Update(ctx, func(tx Tx) (err error) {
+			res, err = Delete(tx, resource, key, token, c)
+			return err
+		})
+	}
+	return res, db.wrap(err, "delete %q/%q", resource, key)
+}
+
+// Get implements fence.Store.
+func (db *DB) Get(ctx context.Context, resource, key string) (fence.Item, error) {
+	item := fence.Item{Resource: resource, Key: key}
+	err := validateName(resource, key)
+	if err == nil {
+		err = db.View(ctx, func(tx Tx) error {
+			e, ok, err := tx.Entry(resource, key)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("%w: key %q", fence.ErrNotFound, key)
+			}
+			item.Value, item.Rev, item.Token = bytes.Clone(e.Value), e.Rev, e.Token
+			return nil
+		})
+	}
+	if err != nil {
+		return fence.Item{}, db.wrap(err, "get %q/%q", resource, key)
+	}
+	return item, nil
+}
+
+// Fence implements fence.Store.
+func (db *DB) Fence(ctx context.Context, resource string) (fence.Token, error) {
+	r, err := db.resource(ctx, resource)
+	return r.LastFence, err
+}
+
+// LastToken implements fence.Ledger.
+func (db *DB) LastToken(ctx context.Context, resource string) (fence.Token, error) {
+	r, err := db.resource(ctx, resource)
+	return r.LastToken, err
+}
+
+func (db *DB) resource(ctx context.Context, name string) (Resource, error) {
+	var r Resource
+	err := fence.ValidateResource(name)
+	if err == nil {
+		err = db.View(ctx, func(tx Tx) (err error) {
+			r, err = tx.Resource(name)
+			return err
+		})
+	}
+	return r, db.wrap(err, "read %q", name)
+}
+
+// Claim implements fence.Store.
+func (db *DB) Claim(ctx context.Context, resource string, token fence.Token) (fence.WriteResult, error) {
+	var res fence.WriteResult
+	err := fence.ValidateResource(resource)
+	if err == nil {
+		err = db.Update(ctx, func(tx Tx) (err error) {
+			res, err = Claim(tx, resource, token)
+			return err
+		})
+	}
+	return res, db.wrap(err, "claim %q", resource)
+}
+
+// Txn implements fence.Store.
+func (db *DB) Txn(ctx context.Context, t *fence.Txn) (fence.Rev, error) {
+	var rev fence.Rev
+	size := 0
+	for _, op := range t.Then {
+		size += len(op.Value)
+	}
+	err := db.update(ctx, func(tx Tx) (err error) {
+		rev, err = Txn(tx, t)
+		return err
+	}, size)
+	return rev, db.wrap(err, "txn")
+}
+
+// Grant implements fence.Ledger.
+func (db *DB) Grant(ctx context.Context, resource, holder string, ttl time.Duration, expires time.Time) (fence.Token, error) {
+	var token fence.Token
+	err := db.Update(ctx, func(tx Tx) (err error) {
+		token, err = Grant(tx, resource, holder, ttl, expires)
+		return err
+	})
+	return token, db.wrap(err, "grant %q", resource)
+}
+
+// Refresh implements fence.Ledger.
+func (db *DB) Refresh(ctx context.Context, resource string, token fence.Token, ttl time.Duration, expires time.Time) (fence.Token, error) {
+	var lastFence fence.Token
+	err := db.Update(ctx, func(tx Tx) (err error) {
+		lastFence, err = Refresh(tx, resource, token, ttl, expires)
+		return err
+	})
+	return lastFence, db.wrap(err, "refresh %q", resource)
+}
+
+// End implements fence.Ledger.
+func (db *DB) End(ctx context.Context, resource string, token fence.Token) (fence.Token, error) {
+	var lastFence fence.Token
+	err := db.Update(ctx, func(tx Tx) (err error) {
+		lastFence, err = End(tx, resource, token)
+		return err
+	})
+	return lastFence, db.wrap(err, "end %q", resource)
+}
+
+// Revoke implements fence.Ledger.
+func (db *DB) Revoke(ctx context.Context, resource string) (lastFence, revoked fence.Token, err error) {
+	err = fence.ValidateResource(resource)
+	if err == nil {
+		err = db.Update(ctx, func(tx Tx) (err error) {
+			lastFence, revoked, err = Revoke(tx, resource)
+			return err
+		})
+	}
+	return lastFence, revoked, db.wrap(err, "revoke %q", resource)
+}
+
+// SetDelay implements fence.Ledger.
+func (db *DB) SetDelay(ctx context.Context, resource string, d time.Duration) error {
+	err := db.Update(ctx, func(tx Tx) error { return SetDelay(tx, resource, d) })
+	return db.wrap(err, "set lock-delay %q", resource)
+}
+
+// Leases implements fence.Ledger.
+func (db *DB) Leases(ctx context.Context) ([]fence.Lease, []fence.LockDelay, error) {
+	var leases []fence.Lease
+	var delays []fence.LockDelay
+	err := db.View(ctx, func(tx Tx) error {
+		leases, delays = leases[:0], delays[:0]
+		return tx.Resources(func(name string, r Resource) error {
+			if l, ok := r.Lease(name); ok {
+				leases = append(leases, l)
+			} else if r.Delay > 0 {
+				delays = append(delays, fence.LockDelay{Resource: name, Delay: r.Delay})
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, nil, db.wrap(err, "leases")
+	}
+	return leases, delays, nil
+}
+
+// wrap prefixes err with the engine and the operation; nil stays nil.
+func (db *DB) wrap(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %s: %w", db.name, fmt.Sprintf(format, args...), err)
+}
+
+func checkValue(value []byte) error {
+	if len(value) > fence.MaxValueSize {
+		return fmt.Errorf("%w: value is %d bytes, more than %d", fence.ErrTooLarge, len(value), fence.MaxValueSize)
+	}
+	return nil
+}

@@ -1,0 +1,27 @@
+// Package state is the heart of fence: the rules of its state, written once
+// for every engine that stores it. The token check of fenced storage
+// (LastFence <= token <= LastToken), the conditions of writes and
+// transactions, and the ledger of grants are functions over a small
+// transactional interface, Tx; DB runs them on an Engine and implements
+// fence.Store and fence.Ledger, so that every engine answers exactly alike.
+//
+// DB batches the changes of concurrent callers into one engine transaction
+// (group commit): one fsync for the embedded store, one Txn for etcd, one
+// transaction for PostgreSQL. An engine provides one atomic, durable
+// transaction (Engine) and, if it can read committed state linearizably
+// without one, reads (Viewer):
+//
+//   - bolt and memory are engines on one machine;
+//   - Cache is the engine of a leader on a replicated store (etcd,
+//     PostgreSQL): the state in memory for one writer epoch, each batch
+//     committed to a Remote only if that epoch is still current, reads
+//     confirmed by the same epoch check.
+//
+// Every rule checks everything before it changes anything, so a rejection
+// (an error for which IsRejection is true) leaves the Tx untouched and the
+// engine may commit the other work of the same transaction. Any other error
+// may leave partial changes: the engine must roll the transaction back.
+//
+// It is not a database: it has no query language, and names, values and
+// tokens follow the limits of package fence.
+package state
