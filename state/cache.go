@@ -1,0 +1,251 @@
+package state
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fence-lock/fence"
+)
+
+// Epoch is a writer epoch: the number a server raised in the engine, with a
+// durable compare-and-swap, when it became the leader. Every commit of the
+// leader is conditional on it, so a server that another has replaced can
+// commit nothing.
+type Epoch uint64
+
+// Remote is a replicated engine as its leader sees it (etcd, PostgreSQL).
+// Implementations are safe for concurrent use.
+type Remote interface {
+	// Load calls fn for every resource with state, in any order, and returns
+	// the store revision, all as of one consistent snapshot taken after the
+	// caller's epoch was raised.
+	Load(ctx context.Context, fn func(name string, r Resource) error) (fence.Rev, error)
+	// Entry reads the entry under resource/key, linearizably.
+	Entry(ctx context.Context, resource, key string) (Entry, bool, error)
+	// Commit applies c atomically if epoch is still the current writer
+	// epoch, and returns after it is durable (replicated, as the engine
+	// defines it). It returns an error wrapping ErrDeposed when epoch is not
+	// current (nothing applied), ErrNotApplied when the engine certainly
+	// applied nothing (a limit), and any other error when the outcome is
+	// unknown. An empty c checks the epoch only: it confirms that reads made
+	// before it were current.
+	Commit(ctx context.Context, epoch Epoch, c *Changes) error
+}
+
+// EntryID names an entry.
+type EntryID struct{ Resource, Key string }
+
+// Changes are the writes of one commit to a Remote.
+type Changes struct {
+	Resources map[string]Resource // resources to store
+	Entries   map[EntryID]*Entry  // entries to store; nil: delete
+	Rev       fence.Rev           // the store revision after the commit
+	RevSet    bool                // Rev changed in this commit
+}
+
+// Empty reports whether c writes nothing.
+func (c *Changes) Empty() bool { return len(c.Resources) == 0 && len(c.Entries) == 0 && !c.RevSet }
+
+// DefaultCacheBytes is the default Cache.MaxEntryBytes.
+const DefaultCacheBytes = 64 << 20
+
+// DefaultCommitTimeout is the default Cache.CommitTimeout.
+const DefaultCommitTimeout = 10 * time.Second
+
+// Cache is the Engine of a leader on a Remote, for one writer epoch: every
+// resource in memory (loaded when the term starts), entries read through
+// and kept up to a size, and every transaction committed to the Remote on
+// the condition that the epoch is still current. It is safe as long as this
+// leader is the Remote's only writer, which the epoch check guarantees: a
+// commit after another server has raised the epoch applies nothing and
+// returns ErrDeposed, and the DB on the Cache then stops.
+//
+// Cache is not a Viewer: a DB sends reads through Update, so that the
+// commit's epoch check confirms them (a deposed leader never answers from
+// stale memory).
+type Cache struct {
+	// MaxEntryBytes bounds the bytes of values kept in memory; entries
+	// beyond it are dropped and read again from the Remote. Default
+	// DefaultCacheBytes.
+	MaxEntryBytes int
+	// CommitTimeout bounds one commit; when it passes, the outcome is
+	// unknown (and the term ends). Default DefaultCommitTimeout.
+	CommitTimeout time.Duration
+
+	remote Remote
+	epoch  Epoch
+
+	mu         sync.Mutex // guards what follows; Update runs one at a time anyway
+	resources  map[string]Resource
+	rev        fence.Rev
+	entries    map[EntryID]Entry
+	entryBytes int
+}
+
+var _ Engine = (*Cache)(nil)
+
+// NewCache loads the state of remote for a leader of epoch. Call it after
+// the epoch is raised.
+func NewCache(ctx context.Context, remote Remote, epoch Epoch) (*Cache, error) {
+	c := &Cache{remote: remote, epoch: epoch, resources: map[string]Resource{}, entries: map[EntryID]Entry{}}
+	rev, err := remote.Load(ctx, func(name string, r Resource) error {
+		c.resources[name] = r
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("state: load: %w", err)
+	}
+	c.rev = rev
+	return c, nil
+}
+
+// Epoch returns the writer epoch the Cache commits under.
+func (c *Cache) Epoch() Epoch { return c.epoch }
+
+// Len returns the number of resources with state.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.resources)
+}
+
+// Update implements Engine: fn runs on an overlay of the cache, whose
+// writes are committed to the Remote and then, if applied, kept.
+func (c *Cache) Update(ctx context.Context, fn func(tx Tx) error) error {
+	tx := &overlay{c: c, resources: map[string]Resource{}, entries: map[EntryID]*Entry{}}
+	c.mu.Lock()
+	tx.rev = c.rev
+	c.mu.Unlock()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	ch := &Changes{Resources: tx.resources, Entries: tx.entries, Rev: tx.rev, RevSet: tx.revSet}
+	cctx, cancel := context.WithTimeout(ctx, cmp.Or(c.CommitTimeout, DefaultCommitTimeout))
+	err := c.remote.Commit(cctx, c.epoch, ch)
+	cancel()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	maps.Copy(c.resources, tx.resources)
+	c.rev = tx.rev
+	for id, e := range tx.entries {
+		c.dropLocked(id)
+		if e != nil {
+			c.keepLocked(id, *e)
+		}
+	}
+	return nil
+}
+
+// keepLocked caches e, dropping other entries while the cache is over its size.
+func (c *Cache) keepLocked(id EntryID, e Entry) {
+	max := cmp.Or(c.MaxEntryBytes, DefaultCacheBytes)
+	if len(e.Value) > max {
+		return
+	}
+	for old := range c.entries {
+		if c.entryBytes+len(e.Value) <= max {
+			break
+		}
+		c.dropLocked(old) // deleting during range is allowed; which ones go is arbitrary
+	}
+	c.entries[id] = e
+	c.entryBytes += len(e.Value)
+}
+
+func (c *Cache) dropLocked(id EntryID) {
+	if old, ok := c.entries[id]; ok {
+		c.entryBytes -= len(old.Value)
+		delete(c.entries, id)
+	}
+}
+
+// overlay is the Tx of one Update: the writes of the transaction over the
+// cache's committed state.
+type overlay struct {
+	c         *Cache
+	resources map[string]Resource
+	entries   map[EntryID]*Entry
+	rev       fence.Rev
+	revSet    bool
+}
+
+func (t *overlay) Resource(name string) (Resource, error) {
+	if r, ok := t.resources[name]; ok {
+		return r, nil
+	}
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	return t.c.resources[name], nil
+}
+
+func (t *overlay) SetResource(name string, r Resource) error {
+	t.resources[name] = r
+	return nil
+}
+
+func (t *overlay) Entry(resource, key string) (Entry, bool, error) {
+	id := EntryID{resource, key}
+	if e, ok := t.entries[id]; ok {
+		if e == nil {
+			return Entry{}, false, nil
+		}
+		return *e, true, nil
+	}
+	t.c.mu.Lock()
+	e, ok := t.c.entries[id]
+	t.c.mu.Unlock()
+	if ok {
+		return e, true, nil
+	}
+	// Not cached: read it. Only this leader writes, so what the Remote has
+	// is what the cache would have; the commit's epoch check confirms it.
+	e, ok, err := t.c.remote.Entry(context.Background(), resource, key)
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("state: read %q/%q: %w", resource, key, err)
+	}
+	if ok {
+		t.c.mu.Lock()
+		t.c.keepLocked(id, e)
+		t.c.mu.Unlock()
+	}
+	return e, ok, nil
+}
+
+func (t *overlay) SetEntry(resource, key string, e Entry) error {
+	e.Value = append([]byte(nil), e.Value...) // the caller's buffer is not ours
+	t.entries[EntryID{resource, key}] = &e
+	return nil
+}
+
+func (t *overlay) DeleteEntry(resource, key string) error {
+	t.entries[EntryID{resource, key}] = nil
+	return nil
+}
+
+func (t *overlay) Rev() (fence.Rev, error) { return t.rev, nil }
+
+func (t *overlay) SetRev(rev fence.Rev) error {
+	t.rev, t.revSet = rev, true
+	return nil
+}
+
+func (t *overlay) Resources(fn func(name string, r Resource) error) error {
+	t.c.mu.Lock()
+	all := maps.Clone(t.c.resources)
+	t.c.mu.Unlock()
+	maps.Copy(all, t.resources)
+	for _, name := range slices.Sorted(maps.Keys(all)) {
+		if err := fn(name, all[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,279 @@
+package state_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/fencetest"
+	"github.com/fence-lock/fence/state"
+)
+
+// memRemote is a state.Remote in memory with a writer epoch, for the Cache's
+// unit tests: the real ones (etcd, postgres) run the same suites against
+// real servers.
+type memRemote struct {
+	mu        sync.Mutex
+	epoch     state.Epoch
+	resources map[string]state.Resource
+	entries   map[state.EntryID]state.Entry
+	rev       fence.Rev
+	commits   int
+	reads     int
+	fail      error // if set, Commit returns it after applying (an unknown outcome)
+	refuse    error // if set, Commit returns it without applying
+	maxEntry  int   // if > 0, a commit with more entries is refused (ErrNotApplied)
+}
+
+func newMemRemote() *memRemote {
+	return &memRemote{resources: map[string]state.Resource{}, entries: map[state.EntryID]state.Entry{}}
+}
+
+// lead raises the epoch, as a new leader does.
+func (m *memRemote) lead() state.Epoch {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.epoch++
+	return m.epoch
+}
+
+func (m *memRemote) Load(ctx context.Context, fn func(string, state.Resource) error) (fence.Rev, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, r := range m.resources {
+		if err := fn(name, r); err != nil {
+			return 0, err
+		}
+	}
+	return m.rev, nil
+}
+
+func (m *memRemote) Entry(ctx context.Context, resource, key string) (state.Entry, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reads++
+	e, ok := m.entries[state.EntryID{Resource: resource, Key: key}]
+	return e, ok, nil
+}
+
+func (m *memRemote) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if epoch != m.epoch {
+		return fmt.Errorf("mem: epoch %d, current %d: %w", epoch, m.epoch, state.ErrDeposed)
+	}
+	if m.refuse != nil {
+		return m.refuse
+	}
+	if m.maxEntry > 0 && len(c.Entries) > m.maxEntry {
+		return fmt.Errorf("mem: %d entries: %w", len(c.Entries), state.ErrNotApplied)
+	}
+	m.commits++
+	maps.Copy(m.resources, c.Resources)
+	for id, e := range c.Entries {
+		if e == nil {
+			delete(m.entries, id)
+		} else {
+			m.entries[id] = *e
+		}
+	}
+	if c.RevSet {
+		m.rev = c.Rev
+	}
+	return m.fail
+}
+
+// openCache returns a DB on a Cache of a new leader of m.
+func openCache(t *testing.T, m *memRemote) *state.DB {
+	t.Helper()
+	c, err := state.NewCache(t.Context(), m, m.lead())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := state.NewDB("cache", c)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestCache_Store(t *testing.T) {
+	fencetest.TestStore(t, func(t *testing.T) fencetest.Backend { return openCache(t, newMemRemote()) })
+}
+
+func TestCache_Ledger(t *testing.T) {
+	fencetest.TestLedger(t, func(t *testing.T) fencetest.Backend { return openCache(t, newMemRemote()) })
+}
+
+// TestCache_Takeover checks that a new leader's Cache starts from everything
+// the old one committed, and that the old one, deposed, commits nothing and
+// answers nothing more — not even a read from its memory.
+func TestCache_Takeover(t *testing.T) {
+	ctx := t.Context()
+	m := newMemRemote()
+	old := openCache(t, m)
+	tok, err := old.Grant(ctx, "r", "a", time.Minute, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Put(ctx, "r", "k", []byte("a"), tok, fence.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+
+	next := openCache(t, m) // raises the epoch
+	if f, err := next.Fence(ctx, "r"); err != nil || f != tok {
+		t.Fatalf("new leader: Fence=%d, %v; want %d", f, err, tok)
+	}
+	if item, err := next.Get(ctx, "r", "k"); err != nil || string(item.Value) != "a" {
+		t.Fatalf("new leader: Get=%+v, %v; want a", item, err)
+	}
+	tok2, err := next.Grant(ctx, "r", "b", time.Minute, time.Now().Add(time.Minute))
+	if err != nil || tok2 != tok+1 {
+		t.Fatalf("new leader: Grant=%d, %v; want %d", tok2, err, tok+1)
+	}
+
+	commits := m.commits
+	if _, err := old.Put(ctx, "r", "k", []byte("zombie"), tok, fence.Cond{}); !errors.Is(err, state.ErrDeposed) {
+		t.Fatalf("old leader: Put err=%v, want ErrDeposed", err)
+	}
+	if m.commits != commits {
+		t.Fatalf("old leader committed")
+	}
+	select {
+	case <-old.Done():
+	default:
+		t.Fatal("old leader's DB not Done after ErrDeposed")
+	}
+	for name, read := range map[string]func() error{
+		"Fence":     func() error { _, err := old.Fence(ctx, "r"); return err },
+		"Get":       func() error { _, err := old.Get(ctx, "r", "k"); return err },
+		"LastToken": func() error { _, err := old.LastToken(ctx, "r"); return err },
+		"Grant":     func() error { _, err := old.Grant(ctx, "x", "a", time.Second, time.Now()); return err },
+	} {
+		if err := read(); !errors.Is(err, state.ErrDeposed) {
+			t.Errorf("old leader: %s err=%v, want ErrDeposed", name, err)
+		}
+	}
+	if item, err := next.Get(ctx, "r", "k"); err != nil || string(item.Value) != "a" {
+		t.Fatalf("Get=%+v, %v; want a (the zombie's write applied nothing)", item, err)
+	}
+}
+
+// TestCache_DeposedRead checks that a read on a deposed leader fails even
+// though its memory holds the answer: reads are confirmed by a commit.
+func TestCache_DeposedRead(t *testing.T) {
+	ctx := t.Context()
+	m := newMemRemote()
+	old := openCache(t, m)
+	tok, err := old.Grant(ctx, "r", "a", time.Minute, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.lead()
+	if f, err := old.Fence(ctx, "r"); !errors.Is(err, state.ErrDeposed) {
+		t.Fatalf("Fence=%d, %v; want ErrDeposed, not the remembered %d", f, err, tok)
+	}
+}
+
+// TestCache_UnknownOutcome checks that a commit whose outcome is unknown
+// stops the DB: its memory may no longer match the engine.
+func TestCache_UnknownOutcome(t *testing.T) {
+	ctx := t.Context()
+	m := newMemRemote()
+	db := openCache(t, m)
+	m.fail = errors.New("connection reset")
+	if _, err := db.Grant(ctx, "r", "a", time.Minute, time.Now()); err == nil || errors.Is(err, state.ErrDeposed) {
+		t.Fatalf("Grant err=%v, want an unknown outcome", err)
+	}
+	m.fail = nil
+	if _, err := db.Grant(ctx, "r", "a", time.Minute, time.Now()); err == nil {
+		t.Fatal("Grant after an unknown outcome succeeded, want the DB out of service")
+	}
+	if db.Err() == nil {
+		t.Fatal("Err()=nil after an unknown outcome")
+	}
+}
+
+// TestCache_NotApplied checks that a batch the engine refuses whole (a limit)
+// is retried change by change, and that the cache keeps nothing of it.
+func TestCache_NotApplied(t *testing.T) {
+	ctx := t.Context()
+	m := newMemRemote()
+	m.maxEntry = 1
+	db := openCache(t, m)
+	tok, err := db.Grant(ctx, "r", "a", time.Minute, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Txn(ctx, &fence.Txn{Fences: map[string]fence.Token{"r": tok}, Then: []fence.Op{
+		{Kind: fence.OpPut, Resource: "r", Key: "a", Value: []byte("1")},
+		{Kind: fence.OpPut, Resource: "r", Key: "b", Value: []byte("2")},
+	}})
+	if !errors.Is(err, state.ErrNotApplied) {
+		t.Fatalf("Txn of 2 entries err=%v, want ErrNotApplied", err)
+	}
+	if _, err := db.Get(ctx, "r", "a"); !errors.Is(err, fence.ErrNotFound) {
+		t.Fatalf("Get after a refused txn: err=%v, want ErrNotFound", err)
+	}
+	// Concurrent puts share batches that the engine refuses; each goes alone.
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = db.Put(ctx, "r", fmt.Sprint("k", i), []byte("v"), tok, fence.Cond{})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Put %d: %v", i, err)
+		}
+	}
+	if db.Err() != nil {
+		t.Fatalf("Err()=%v after refused batches, want nil", db.Err())
+	}
+}
+
+// TestCache_ReadThrough checks that entries not in memory are read from the
+// Remote once, and that the cache stays within its size.
+func TestCache_ReadThrough(t *testing.T) {
+	ctx := t.Context()
+	m := newMemRemote()
+	db := openCache(t, m)
+	tok, err := db.Grant(ctx, "r", "a", time.Minute, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := db.Put(ctx, "r", fmt.Sprint("k", i), make([]byte, 1000), tok, fence.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := state.NewCache(ctx, m, m.lead())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.MaxEntryBytes = 2500 // two values
+	next := state.NewDB("cache", c)
+	defer next.Close()
+	reads := m.reads
+	for range 3 {
+		if item, err := next.Get(ctx, "r", "k0"); err != nil || len(item.Value) != 1000 {
+			t.Fatalf("Get=%d bytes, %v", len(item.Value), err)
+		}
+	}
+	if got := m.reads - reads; got != 1 {
+		t.Fatalf("%d reads of the Remote for 3 Gets of one key, want 1", got)
+	}
+	for i := range 4 {
+		if _, err := next.Get(ctx, "r", fmt.Sprint("k", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := next.Get(ctx, "r", "missing"); !errors.Is(err, fence.ErrNotFound) {
+		t.Fatalf("Get(missing) err=%v, want ErrNotFound", err)
+	}
+}
