@@ -99,3 +99,9 @@ var ErrForbidden = errors.New("fence: forbidden")
 // ErrRateLimited means a client sent more requests than its rate allows; it
 // may retry after the time the server's Retry-After says.
 var ErrRateLimited = errors.New("fence: rate limited")
+
+// ErrNotLeader means the server does not lead the cluster (it was replaced,
+// or an election is in progress) and could not forward the request to the
+// leader: nothing was applied, so any request may be retried, on another
+// server if needed.
+var ErrNotLeader = errors.New("fence: server is not the leader")

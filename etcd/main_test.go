@@ -44,6 +44,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer cli.Close()
+	defer stopCluster()
 	return m.Run()
 }
 

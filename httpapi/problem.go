@@ -47,6 +47,7 @@ var codes = []struct {
 	{fence.ErrLockHeld, "lock_held", http.StatusConflict, "Lock held"},
 	{fence.ErrLeaseLost, "lease_lost", http.StatusConflict, "Lease lost"},
 	{fence.ErrRateLimited, "rate_limited", http.StatusTooManyRequests, "Too many requests"},
+	{fence.ErrNotLeader, "not_leader", http.StatusServiceUnavailable, "Not the leader"},
 	{fence.ErrClosed, "unavailable", http.StatusServiceUnavailable, "Service unavailable"},
 	{errMethodNotAllowed, "method_not_allowed", http.StatusMethodNotAllowed, "Method not allowed"},
 	{errNotReady, "not_ready", http.StatusServiceUnavailable, "Not ready"},

@@ -29,6 +29,15 @@ type Config struct {
 	// Advertise is the base URL at which clients and the other servers
 	// reach this one ("http://10.0.0.1:7700"). Required with Store.
 	Advertise string
+	// ElectionTTL is how long the leadership of a dead server lasts before
+	// another takes over, with Store. Default: the engine's (2s).
+	ElectionTTL time.Duration
+	// PeerTransport sends the requests a standby forwards to the leader.
+	// Default: a clone of http.DefaultTransport.
+	PeerTransport http.RoundTripper
+	// UnsafeSkipEpochCheck makes the engine's commits skip the writer-epoch
+	// check, with Store. Only tests set it: it shows what the check prevents.
+	UnsafeSkipEpochCheck bool
 
 	// Logger receives the server's logs. Default: slog.Default().
 	Logger *slog.Logger
@@ -56,7 +65,8 @@ type Server struct {
 	closeOnce sync.Once
 	drainOnce sync.Once
 	closeErr  error
-	term      *term // the embedded store's one term
+	term      *term // the embedded store's one term; nil with Store
+	node      *node // with Store: campaigns, leads and stands by
 }
 
 // term is what serves while this server leads: a store, the lock service on
@@ -67,15 +77,20 @@ type term struct {
 	close func() error // closes the store
 }
 
-// Open opens the store that cfg names and starts serving from it. The
-// caller must Close the server.
+// Open opens the store that cfg names and starts serving from it. On the
+// embedded store the server leads at once; on a shared store it starts as a
+// standby that forwards to the leader and campaigns to lead. The caller must
+// Close the server.
 func Open(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, logger: cfg.Logger}
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
 	if cfg.Store != "" {
-		return nil, errors.New("server: --store is not supported yet")
+		if err := s.openCluster(ctx); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	if cfg.Data == "" {
 		return nil, errors.New("server: no data directory")
@@ -140,16 +155,23 @@ func (s *Server) Drain() {
 		if s.term != nil {
 			s.term.locks.Close()
 		}
+		if s.node != nil {
+			s.node.drain()
+		}
 	})
 }
 
-// Close drains the server and closes its store. Leases stay recorded, to
-// be restored by the next server. A second Close returns the first's error.
+// Close drains the server and closes its store; a leader resigns, so that
+// another server takes over at once. Leases stay recorded, to be restored
+// by the next leader. A second Close returns the first's error.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.Drain()
 		if s.term != nil {
 			s.closeErr = s.term.close()
+		}
+		if s.node != nil {
+			s.closeErr = s.node.close()
 		}
 	})
 	return s.closeErr

@@ -107,6 +107,14 @@ func NewCache(ctx context.Context, remote Remote, epoch Epoch) (*Cache, error) {
 // Epoch returns the writer epoch the Cache commits under.
 func (c *Cache) Epoch() Epoch { return c.epoch }
 
+// Limits implements Limiter with the Remote's limits, if it has any.
+func (c *Cache) Limits() (maxChanges, maxBytes int) {
+	if l, ok := c.remote.(Limiter); ok {
+		return l.Limits()
+	}
+	return 0, 0
+}
+
 // Len returns the number of resources with state.
 func (c *Cache) Len() int {
 	c.mu.Lock()

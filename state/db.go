@@ -47,8 +47,9 @@ var ErrNotApplied = errors.New("state: transaction not applied")
 
 // ErrDeposed means this server's writer epoch is no longer current: another
 // server leads the store, and nothing was applied. A server that gets it must
-// stop serving from its state.
-var ErrDeposed = errors.New("state: deposed: another server leads the store (writer epoch replaced)")
+// stop serving from its state. It wraps fence.ErrNotLeader, so the API
+// answers not_leader and clients retry elsewhere.
+var ErrDeposed = fmt.Errorf("state: deposed: another server leads the store (writer epoch replaced): %w", fence.ErrNotLeader)
 
 // DefaultMaxBatch is the number of changes one commit carries at most when
 // the engine sets no limit.

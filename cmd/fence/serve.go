@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -25,7 +27,12 @@ import (
 // serveConfig is the configuration of fence serve.
 type serveConfig struct {
 	Listen            string        // address to listen on
-	Data              string        // directory of the durable state
+	Data              string        // directory of the embedded store
+	Store             string        // URL of a shared engine (etcd, PostgreSQL); "" the embedded store
+	Advertise         string        // URL at which clients and the other servers reach this one
+	ElectionTTL       time.Duration // with Store: how long a dead leader keeps the store; 0 the engine's
+	PeerCACert        string        // PEM CA file that verifies the other servers (https advertise URLs)
+	UnsafeNoEpoch     bool          // test only: commits skip the writer-epoch check
 	LogLevel          slog.Level    // minimum level logged
 	ReadHeaderTimeout time.Duration // to read a request's headers
 	ReadTimeout       time.Duration // to read a whole request
@@ -81,8 +88,20 @@ func (c *serveConfig) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("--listen %q: %w", c.Listen, err)
 	}
-	if c.Data == "" {
+	if c.Data == "" && c.Store == "" {
 		return errors.New("--data is empty")
+	}
+	if c.Store != "" && server.EngineName(c.Store) == "" {
+		return fmt.Errorf("--store %q: want etcd://HOST:PORT[,...]/PREFIX, etcds://... or postgres://...", redactStore(c.Store))
+	}
+	if c.Advertise != "" && c.Store == "" {
+		return errors.New("--advertise needs --store: a server on its embedded store has no peers")
+	}
+	if c.ElectionTTL < 0 || c.ElectionTTL > 0 && c.ElectionTTL < time.Second {
+		return fmt.Errorf("--election-ttl must be at least 1s, not %s", c.ElectionTTL)
+	}
+	if c.UnsafeNoEpoch && c.Store == "" {
+		return errors.New("--unsafe-skip-epoch-check needs --store")
 	}
 	for name, d := range map[string]time.Duration{
 		"--read-header-timeout": c.ReadHeaderTimeout, "--read-timeout": c.ReadTimeout,
@@ -117,7 +136,12 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:7700", "`address` to listen on (host:port; port 0 picks a free one)")
-	fs.StringVar(&cfg.Data, "data", "./fence-data", "`directory` of the durable state (created if missing)")
+	fs.StringVar(&cfg.Data, "data", "./fence-data", "`directory` of the embedded store (created if missing); unused with --store")
+	fs.StringVar(&cfg.Store, "store", "", "`URL` of a replicated engine that several servers share, instead of the embedded store: etcd://HOST:PORT[,HOST:PORT...]/PREFIX (etcds:// for TLS), or postgres://USER@HOST:PORT[,HOST:PORT...]/DB?target_session_attrs=read-write")
+	fs.StringVar(&cfg.Advertise, "advertise", "", "base `URL` at which clients and the other servers reach this one, with --store (default: the listen address, if it names a host)")
+	fs.DurationVar(&cfg.ElectionTTL, "election-ttl", 0, "with --store: how long the leadership of a server that died lasts before another takes over (default 2s; etcd rounds up to whole seconds)")
+	fs.StringVar(&cfg.PeerCACert, "peer-cacert", "", "PEM CA `file` that verifies the other servers' certificates, for https --advertise URLs (default: the system's)")
+	fs.BoolVar(&cfg.UnsafeNoEpoch, "unsafe-skip-epoch-check", false, "")
 	fs.TextVar(&cfg.LogLevel, "log-level", slog.LevelInfo, "minimum `level` logged: debug, info, warn, error")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", 5*time.Second, "time to read a request's headers")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", 30*time.Second, "time to read a whole request, body included")
@@ -140,8 +164,10 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flag.FlagSet {
 		fmt.Fprint(fs.Output(), `Usage: fence serve [flags]
 
 Runs the lock service and the fenced storage behind the v1 HTTP API, with the
-state in a bbolt file under --data. Logs are JSON lines on stderr. SIGINT or
-SIGTERM stops it gracefully.
+state in a bbolt file under --data, or with --store in etcd or PostgreSQL,
+shared by several servers: one leads, the others forward to it and take over
+when it fails. Logs are JSON lines on stderr. SIGINT or SIGTERM stops it
+gracefully.
 
 Examples:
   fence serve
@@ -151,6 +177,9 @@ Examples:
   fence keygen --out /etc/fence/signing.key && fence serve --signing-key /etc/fence/signing.key
   fence serve --listen :7700 --auth-file /etc/fence/auth   # kill -HUP reloads it
   fence serve --listen :7700 --auth-file /etc/fence/auth --tls-cert server.pem --tls-key server-key.pem --client-ca ca.pem
+  fence serve --listen 10.0.0.1:7700 --auth-file /etc/fence/auth --store etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379/fence
+  fence serve --listen 10.0.0.1:7700 --auth-file /etc/fence/auth \
+      --store 'postgres://fence@db1:5432,db2:5432/fence?target_session_attrs=read-write'
 
 The auth file has one line per token: NAME SHA256-HEX-OF-TOKEN PERM:PREFIX...
 with PERM lock, write, read or admin and PREFIX a resource-name prefix ("*"
@@ -159,7 +188,7 @@ Lines starting with # are comments. Hash a token with: echo -n "$TOKEN" | sha256
 
 Flags (each has an environment twin FENCE_<FLAG>, e.g. FENCE_READ_TIMEOUT):
 `)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	return fs
 }
@@ -196,11 +225,14 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	}
 
 	srvCfg := server.Config{
-		Data:       cfg.Data,
-		Logger:     logger,
-		LockDelay:  cfg.LockDelay,
-		Signer:     signer,
-		MaxWaiters: cfg.MaxWaiters,
+		Data:                 cfg.Data,
+		Store:                cfg.Store,
+		ElectionTTL:          cfg.ElectionTTL,
+		UnsafeSkipEpochCheck: cfg.UnsafeNoEpoch,
+		Logger:               logger,
+		LockDelay:            cfg.LockDelay,
+		Signer:               signer,
+		MaxWaiters:           cfg.MaxWaiters,
 	}
 	var hup chan os.Signal
 	srvCfg.API = func(api *httpapi.Server) {
@@ -227,6 +259,21 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		defer signal.Stop(hup)
 		go reloadOnHUP(ctx, hup, tokens, cfg.AuthFile, logger)
 	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	ln = limitListen(ln, cfg.MaxConns) // --max-conns
+	ln = wrapTLS(ln, tlsConf)          // HTTPS with --tls-cert
+	defer ln.Close()
+	if cfg.Store != "" {
+		if srvCfg.Advertise, err = cfg.advertise(ln.Addr(), tlsConf != nil); err != nil {
+			return &usageError{fmt.Errorf("serve: %w", err)}
+		}
+		if srvCfg.PeerTransport, err = cfg.peerTransport(tlsConf); err != nil {
+			return &usageError{fmt.Errorf("serve: %w", err)}
+		}
+	}
 	fenceSrv, err := server.Open(ctx, srvCfg)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -236,12 +283,6 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	if signer != nil {
 		keyID = signer.ID
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	ln = limitListen(ln, cfg.MaxConns) // --max-conns
-	ln = wrapTLS(ln, tlsConf)          // HTTPS with --tls-cert
 	srv := &http.Server{
 		Handler:           fenceSrv,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -264,9 +305,18 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		level = slog.LevelWarn
 		authAttrs[3] = "no --auth-file and --insecure-listen: anyone who can reach this address has full access"
 	}
-	logger.Log(ctx, level, "fence serving", append([]any{"addr", ln.Addr().String(), "data", cfg.Data,
-		"lock_delay", cfg.LockDelay.String(), "signing_key_id", keyID, "version", version(),
-		"tls", tlsConf != nil, "client_ca", cfg.ClientCA != ""}, authAttrs...)...)
+	storeAttrs := []any{"data", cfg.Data}
+	if cfg.Store != "" {
+		storeAttrs = []any{"store", redactStore(cfg.Store), "advertise", srvCfg.Advertise}
+		if cfg.UnsafeNoEpoch {
+			level = slog.LevelWarn
+			storeAttrs = append(storeAttrs, "unsafe", "the writer-epoch check is off: a replaced leader can still commit (for tests only)")
+		}
+	}
+	attrs := append([]any{"addr", ln.Addr().String()}, storeAttrs...)
+	attrs = append(attrs, "lock_delay", cfg.LockDelay.String(), "signing_key_id", keyID, "version", version(),
+		"tls", tlsConf != nil, "client_ca", cfg.ClientCA != "")
+	logger.Log(ctx, level, "fence serving", append(attrs, authAttrs...)...)
 	errC := make(chan error, 1)
 	go func() { errC <- srv.Serve(ln) }()
 	select {
@@ -300,4 +350,67 @@ func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, tokens *auth.Reloade
 			logger.Info("auth file reloaded", "auth_file", file, "tokens", tokens.Table().Len())
 		}
 	}
+}
+
+// printDefaults prints the flags of fs that have a usage text (the others
+// are for tests).
+func printDefaults(fs *flag.FlagSet) {
+	shown := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	shown.SetOutput(fs.Output())
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Usage != "" {
+			shown.Var(f.Value, f.Name, f.Usage)
+		}
+	})
+	shown.PrintDefaults()
+}
+
+// redactStore hides the password of a --store URL.
+func redactStore(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return u.Redacted()
+}
+
+// advertise returns --advertise, or the URL of the listen address ln if
+// --listen names a host (not all interfaces).
+func (c *serveConfig) advertise(ln net.Addr, tls bool) (string, error) {
+	if c.Advertise != "" {
+		return c.Advertise, nil
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil || host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
+		return "", fmt.Errorf("--store needs --advertise URL: --listen %q does not say which address the other servers can reach", c.Listen)
+	}
+	_, port, _ := net.SplitHostPort(ln.String())
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port), nil
+}
+
+// peerTransport returns the transport that forwards requests to the leader:
+// with --tls-cert, it verifies the leader with --peer-cacert (or the
+// system's CAs) and presents this server's certificate.
+func (c *serveConfig) peerTransport(server *tls.Config) (http.RoundTripper, error) {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	if server == nil && c.PeerCACert == "" {
+		return t, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.PeerCACert != "" {
+		pool, err := loadCertPool("--peer-cacert", c.PeerCACert)
+		if err != nil {
+			return nil, err
+		}
+		tc.RootCAs = pool
+	}
+	if server != nil {
+		tc.Certificates = server.Certificates
+	}
+	t.TLSClientConfig = tc
+	return t, nil
 }

@@ -1,0 +1,104 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/fence-lock/fence"
+)
+
+// ForwardedHeader marks a request that a standby forwarded to the leader; its
+// value is the standby's advertise URL. A server that does not lead answers
+// such a request not_leader instead of forwarding it again, so that servers
+// with different views of who leads never pass a request around in circles.
+const ForwardedHeader = "Fence-Forwarded-By"
+
+// Forwarder is the Server.Forward of a standby: it passes every request to
+// the leader and its answer back, long polls included. It is safe for
+// concurrent use.
+//
+// When no server leads, or the leader cannot be reached, it answers 503
+// not_leader: nothing was applied, and the client may retry on any server.
+// When the leader was reached but its answer did not come back, it answers
+// 503 unavailable: the outcome is unknown.
+type Forwarder struct {
+	// Self is this server's advertise URL, sent in ForwardedHeader.
+	Self string
+	// Leader returns the leader's base URL, and false while none leads.
+	Leader func() (string, bool)
+	// Transport sends the forwarded requests. Default: a clone of
+	// http.DefaultTransport.
+	Transport http.RoundTripper
+
+	once  sync.Once
+	proxy *httputil.ReverseProxy
+}
+
+type targetKey struct{}
+
+func withTarget(ctx context.Context, u *url.URL) context.Context {
+	return context.WithValue(ctx, targetKey{}, u)
+}
+
+func targetFrom(ctx context.Context) *url.URL { return ctx.Value(targetKey{}).(*url.URL) }
+
+// ServeHTTP implements http.Handler.
+func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if by := r.Header.Get(ForwardedHeader); by != "" {
+		writeProblem(w, fmt.Errorf("%w: this server does not lead either (forwarded by %s)", fence.ErrNotLeader, by), "")
+		return
+	}
+	leader, ok := f.Leader()
+	if !ok {
+		writeProblem(w, fmt.Errorf("%w: no server leads the store right now (an election is in progress)", fence.ErrNotLeader), "")
+		return
+	}
+	target, err := url.Parse(leader)
+	if err != nil {
+		writeProblem(w, fmt.Errorf("%w: the leader's address %q: %v", errInternal, leader, err), "")
+		return
+	}
+	if m, ok := matchPath(r.URL.EscapedPath()); ok && m.route == routeAcquire {
+		// A long poll: the leader holds the answer for up to its wait.
+		err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(fence.MaxWait + 30*time.Second))
+		_ = err // not every ResponseWriter has a deadline; then there is none to extend
+	}
+	r = r.WithContext(withTarget(r.Context(), target))
+	f.reverseProxy().ServeHTTP(w, r)
+}
+
+func (f *Forwarder) reverseProxy() *httputil.ReverseProxy {
+	f.once.Do(f.init)
+	return f.proxy
+}
+
+func (f *Forwarder) init() {
+	transport := f.Transport
+	if transport == nil {
+		transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	f.proxy = &httputil.ReverseProxy{
+		Transport: transport,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(targetFrom(pr.In.Context()))
+			pr.Out.Host = pr.In.Host
+			pr.SetXForwarded()
+			pr.Out.Header.Set(ForwardedHeader, f.Self)
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			var op *net.OpError
+			if errors.As(err, &op) && op.Op == "dial" {
+				writeProblem(w, fmt.Errorf("%w: the leader %s cannot be reached: %v", fence.ErrNotLeader, targetFrom(r.Context()), err), "")
+				return
+			}
+			writeProblem(w, fmt.Errorf("%w: forwarding to the leader %s failed, outcome unknown: %v", fence.ErrClosed, targetFrom(r.Context()), err), "")
+		},
+	}
+}

@@ -1,0 +1,441 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/state"
+)
+
+// DefaultElectionTTL is the default Store.ElectionTTL.
+const DefaultElectionTTL = 2 * time.Second
+
+// StoreSchema is the DDL of the tables a Store keeps fence's state in
+// (OpenStore creates them if they do not exist): the leader row, with the
+// writer epoch, the leader's lease and the store revision; one row per
+// resource and per entry; and the servers that share the store. Put them in
+// a schema of their own with search_path in the connection string.
+const StoreSchema = `
+CREATE TABLE IF NOT EXISTS fence_leader (
+	id      int PRIMARY KEY CHECK (id = 1),
+	epoch   bigint NOT NULL,
+	leader  text NOT NULL,
+	key_id  text NOT NULL,
+	expires timestamptz NOT NULL,
+	rev     bigint NOT NULL
+);
+INSERT INTO fence_leader VALUES (1, 0, '', '', '-infinity', 0) ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS fence_resources (
+	name        text PRIMARY KEY,
+	last_token  bigint NOT NULL,
+	last_fence  bigint NOT NULL,
+	lease_token bigint NOT NULL,
+	holder      text NOT NULL,
+	ttl_ns      bigint NOT NULL,
+	expires_ns  bigint NOT NULL,
+	delay_ns    bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS fence_entries (
+	resource text NOT NULL,
+	key      text NOT NULL,
+	rev      bigint NOT NULL,
+	token    bigint NOT NULL,
+	value    bytea NOT NULL,
+	PRIMARY KEY (resource, key)
+);
+CREATE TABLE IF NOT EXISTS fence_members (
+	url     text PRIMARY KEY,
+	key_id  text NOT NULL,
+	expires timestamptz NOT NULL
+);
+CREATE OR REPLACE FUNCTION fence_commit(e bigint, r bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	UPDATE fence_leader SET rev = r WHERE id = 1 AND epoch = e;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'fence: writer epoch % is not current', e USING ERRCODE = 'FE001';
+	END IF;
+END $$;
+`
+
+// codeDeposed is the SQLSTATE fence_commit raises when the epoch moved.
+const codeDeposed = "FE001"
+
+// Store is fence's whole state in a PostgreSQL database, for several fence
+// servers that share it: a state.Remote (the lock state and the fenced
+// storage; every commit one transaction that first checks the writer epoch
+// in the leader row, which it keeps locked until it commits) and a
+// state.Elector (a leader row whose lease is counted by the database's
+// clock). It is safe for concurrent use.
+//
+// A commit is as durable as the database makes it: it survives the loss of
+// the primary only with synchronous_commit on and a synchronous standby
+// (synchronous_standby_names), and a failover manager that promotes only a
+// synchronous standby (Patroni's synchronous_mode). Without them a failover
+// may lose acknowledged changes and issue a token twice. Commits are never
+// cancelled: a commit whose wait for the standby was cancelled is already
+// committed on the primary, so a commit that times out is of unknown outcome
+// and ends the leader's term; the next leader starts with a synchronous
+// write.
+type Store struct {
+	// ElectionTTL is the lease of the leader row and of this server's
+	// member row. A leader that dies is replaced about this long after.
+	// Default DefaultElectionTTL. Set it before Campaign.
+	ElectionTTL time.Duration
+
+	// UnsafeSkipEpochCheck makes commits skip the writer-epoch check. It
+	// exists only so that tests can show what the check prevents: never
+	// set it elsewhere.
+	UnsafeSkipEpochCheck bool
+
+	pool *pgxpool.Pool
+	self state.Member
+
+	stopC chan struct{}
+	wg    sync.WaitGroup
+}
+
+var (
+	_ state.Remote  = (*Store)(nil)
+	_ state.Elector = (*Store)(nil)
+)
+
+// OpenStore connects to the database that connString names (a pgx
+// connection string; several hosts with target_session_attrs=read-write
+// find the primary after a failover), creates the tables of StoreSchema if
+// they do not exist, and registers self as one of its servers.
+func OpenStore(ctx context.Context, connString string, self state.Member) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: store: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: store: %w", err)
+	}
+	s, err := NewStore(ctx, pool, self)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewStore returns a Store on pool for server self, creating the tables of
+// StoreSchema if they do not exist. Close closes pool.
+func NewStore(ctx context.Context, pool *pgxpool.Pool, self state.Member) (*Store, error) {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// Servers starting together would race on CREATE OR REPLACE FUNCTION.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7700)`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, StoreSchema)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: store: create tables: %w", err)
+	}
+	s := &Store{pool: pool, self: self, stopC: make(chan struct{})}
+	s.wg.Add(1)
+	go s.register()
+	return s, nil
+}
+
+// Close stops this server's membership and closes the pool.
+func (s *Store) Close() error {
+	select {
+	case <-s.stopC:
+	default:
+		close(s.stopC)
+	}
+	s.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	s.pool.Exec(ctx, `DELETE FROM fence_members WHERE url = $1`, s.self.URL)
+	s.pool.Close()
+	return nil
+}
+
+func (s *Store) ttl() time.Duration {
+	if s.ElectionTTL <= 0 {
+		return DefaultElectionTTL
+	}
+	return s.ElectionTTL
+}
+
+// register keeps this server's member row fresh until Close.
+func (s *Store) register() {
+	defer s.wg.Done()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), s.ttl())
+		s.pool.Exec(ctx, `INSERT INTO fence_members VALUES ($1, $2, now() + $3 * interval '1 millisecond')
+			ON CONFLICT (url) DO UPDATE SET key_id = EXCLUDED.key_id, expires = EXCLUDED.expires`,
+			s.self.URL, s.self.KeyID, s.ttl().Milliseconds())
+		cancel()
+		select {
+		case <-s.stopC:
+			return
+		case <-time.After(s.ttl() / 3):
+		}
+	}
+}
+
+// Members implements state.Elector.
+func (s *Store) Members(ctx context.Context) ([]state.Member, error) {
+	rows, err := s.pool.Query(ctx, `SELECT url, key_id FROM fence_members WHERE expires > now() ORDER BY url`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: members: %w", err)
+	}
+	ms, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (state.Member, error) {
+		var m state.Member
+		err := row.Scan(&m.URL, &m.KeyID)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: members: %w", err)
+	}
+	return ms, nil
+}
+
+// Leader implements state.Elector.
+func (s *Store) Leader(ctx context.Context) (state.Member, state.Epoch, bool, error) {
+	var m state.Member
+	var epoch int64
+	var live bool
+	err := s.pool.QueryRow(ctx, `SELECT epoch, leader, key_id, expires > now() FROM fence_leader WHERE id = 1`).Scan(&epoch, &m.URL, &m.KeyID, &live)
+	if err != nil {
+		return state.Member{}, 0, false, fmt.Errorf("postgres: leader: %w", err)
+	}
+	return m, state.Epoch(epoch), live && m.URL != "", nil
+}
+
+// Campaign implements state.Elector: it takes the leader row once its lease
+// has passed by the database's clock, raising the epoch in the same
+// statement, and then keeps the lease fresh.
+func (s *Store) Campaign(ctx context.Context) (state.Term, error) {
+	for {
+		var epoch int64
+		err := s.pool.QueryRow(ctx, `UPDATE fence_leader
+			SET epoch = epoch + 1, leader = $1, key_id = $2, expires = now() + $3 * interval '1 millisecond'
+			WHERE id = 1 AND expires < now() RETURNING epoch`,
+			s.self.URL, s.self.KeyID, s.ttl().Milliseconds()).Scan(&epoch)
+		switch {
+		case err == nil:
+			t := &term{s: s, epoch: state.Epoch(epoch), doneC: make(chan struct{}), stopC: make(chan struct{})}
+			s.wg.Add(1)
+			go t.keepalive()
+			return t, nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("postgres: campaign: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(s.ttl() / 8):
+		}
+	}
+}
+
+// term is one leadership of this server.
+type term struct {
+	s        *Store
+	epoch    state.Epoch
+	doneC    chan struct{} // closed when the lease may be lost
+	stopC    chan struct{} // closed by Resign
+	stopOnce sync.Once
+}
+
+func (t *term) Epoch() state.Epoch    { return t.epoch }
+func (t *term) Done() <-chan struct{} { return t.doneC }
+
+// keepalive renews the lease every third of the TTL. The lease counts as
+// lost (Done) when the row says another epoch, or when no renewal has
+// succeeded for a TTL by this server's clock, sent before the database's
+// clock started counting it.
+func (t *term) keepalive() {
+	defer t.s.wg.Done()
+	defer close(t.doneC)
+	ttl := t.s.ttl()
+	lastOK := time.Now()
+	for {
+		select {
+		case <-t.stopC:
+			return
+		case <-t.s.stopC:
+			return
+		case <-time.After(ttl / 3):
+		}
+		sent := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), ttl/2)
+		tag, err := t.s.pool.Exec(ctx, `UPDATE fence_leader SET expires = now() + $2 * interval '1 millisecond' WHERE id = 1 AND epoch = $1`,
+			int64(t.epoch), ttl.Milliseconds())
+		cancel()
+		switch {
+		case err == nil && tag.RowsAffected() == 0:
+			return // deposed
+		case err == nil:
+			lastOK = sent
+		case time.Since(lastOK) >= ttl:
+			return
+		}
+	}
+}
+
+func (t *term) Resign(ctx context.Context) error {
+	t.stopOnce.Do(func() { close(t.stopC) })
+	_, err := t.s.pool.Exec(ctx, `UPDATE fence_leader SET expires = '-infinity' WHERE id = 1 AND epoch = $1`, int64(t.epoch))
+	if err != nil {
+		return fmt.Errorf("postgres: resign: %w", err)
+	}
+	return nil
+}
+
+// Load implements state.Remote: every resource and the revision, in one
+// repeatable-read transaction.
+func (s *Store) Load(ctx context.Context, fn func(name string, r state.Resource) error) (fence.Rev, error) {
+	var rev int64
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT rev FROM fence_leader WHERE id = 1`).Scan(&rev); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT name, last_token, last_fence, lease_token, holder, ttl_ns, expires_ns, delay_ns FROM fence_resources`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var r state.Resource
+			var lastToken, lastFence, leaseToken, ttl, delay int64
+			if err := rows.Scan(&name, &lastToken, &lastFence, &leaseToken, &r.Holder, &ttl, &r.Expires, &delay); err != nil {
+				return err
+			}
+			r.LastToken, r.LastFence, r.LeaseToken = fence.Token(lastToken), fence.Token(lastFence), fence.Token(leaseToken)
+			r.TTL, r.Delay = time.Duration(ttl), time.Duration(delay)
+			if err := fn(name, r); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return 0, fmt.Errorf("postgres: load: %w", err)
+	}
+	return fence.Rev(rev), nil
+}
+
+// Entry implements state.Remote.
+func (s *Store) Entry(ctx context.Context, resource, key string) (state.Entry, bool, error) {
+	var e state.Entry
+	var rev, token int64
+	err := s.pool.QueryRow(ctx, `SELECT rev, token, value FROM fence_entries WHERE resource = $1 AND key = $2`, resource, key).Scan(&rev, &token, &e.Value)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return state.Entry{}, false, nil
+	}
+	if err != nil {
+		return state.Entry{}, false, fmt.Errorf("postgres: get %q/%q: %w", resource, key, err)
+	}
+	e.Rev, e.Token = fence.Rev(rev), fence.Token(token)
+	return e, true, nil
+}
+
+// Commit implements state.Remote: one transaction, sent in one round trip,
+// that checks the epoch (and locks the leader row) first.
+func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes) error {
+	rev := int64(c.Rev)
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	if s.UnsafeSkipEpochCheck {
+		b.Queue(`UPDATE fence_leader SET rev = $1 WHERE id = 1`, rev)
+	} else {
+		// The update makes even an empty commit write (and wait for the
+		// synchronous standby), so that a primary cut off from its standby
+		// confirms no read.
+		b.Queue(`SELECT fence_commit($1, $2)`, int64(epoch), rev)
+	}
+	if n := len(c.Resources); n > 0 {
+		names := make([]string, 0, n)
+		var lastToken, lastFence, leaseToken, ttl, expires, delay []int64
+		holders := make([]string, 0, n)
+		for name, r := range c.Resources {
+			names, holders = append(names, name), append(holders, r.Holder)
+			lastToken, lastFence, leaseToken = append(lastToken, int64(r.LastToken)), append(lastFence, int64(r.LastFence)), append(leaseToken, int64(r.LeaseToken))
+			ttl, expires, delay = append(ttl, int64(r.TTL)), append(expires, r.Expires), append(delay, int64(r.Delay))
+		}
+		b.Queue(`INSERT INTO fence_resources
+			SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[])
+			ON CONFLICT (name) DO UPDATE SET last_token = EXCLUDED.last_token, last_fence = EXCLUDED.last_fence,
+				lease_token = EXCLUDED.lease_token, holder = EXCLUDED.holder, ttl_ns = EXCLUDED.ttl_ns,
+				expires_ns = EXCLUDED.expires_ns, delay_ns = EXCLUDED.delay_ns`,
+			names, lastToken, lastFence, leaseToken, holders, ttl, expires, delay)
+	}
+	var putRes, putKeys, delRes, delKeys []string
+	var putRevs, putTokens []int64
+	var putValues [][]byte
+	for id, e := range c.Entries {
+		if e == nil {
+			delRes, delKeys = append(delRes, id.Resource), append(delKeys, id.Key)
+			continue
+		}
+		putRes, putKeys = append(putRes, id.Resource), append(putKeys, id.Key)
+		putRevs, putTokens, putValues = append(putRevs, int64(e.Rev)), append(putTokens, int64(e.Token)), append(putValues, e.Value)
+	}
+	if len(delRes) > 0 {
+		b.Queue(`DELETE FROM fence_entries WHERE (resource, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, delRes, delKeys)
+	}
+	if len(putRes) > 0 {
+		b.Queue(`INSERT INTO fence_entries SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bytea[])
+			ON CONFLICT (resource, key) DO UPDATE SET rev = EXCLUDED.rev, token = EXCLUDED.token, value = EXCLUDED.value`,
+			putRes, putKeys, putRevs, putTokens, putValues)
+	}
+	b.Queue(`COMMIT`)
+
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: commit: %w: %w", state.ErrNotApplied, err)
+	}
+	defer conn.Release()
+	br := conn.SendBatch(ctx, b)
+	var first error
+	var commitTag pgconn.CommandTag
+	for i := range b.Len() {
+		tag, err := br.Exec()
+		if i == b.Len()-1 {
+			commitTag = tag
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	closeErr := br.Close()
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		// A statement failed inside the transaction: end it now, so that
+		// the leader row is not kept locked.
+		conn.Exec(context.WithoutCancel(ctx), `ROLLBACK`)
+	}
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(first, &pgErr) && pgErr.Code == codeDeposed:
+		return fmt.Errorf("postgres: commit: %w", state.ErrDeposed)
+	case errors.As(first, &pgErr):
+		// The server refused a statement: the transaction rolled back.
+		return fmt.Errorf("postgres: commit: %w: %w", state.ErrNotApplied, first)
+	case first != nil:
+		return fmt.Errorf("postgres: commit: %w", first)
+	case closeErr != nil:
+		return fmt.Errorf("postgres: commit: %w", closeErr)
+	case commitTag.String() != "COMMIT":
+		return fmt.Errorf("postgres: commit: %w: the transaction ended in %s", state.ErrNotApplied, commitTag)
+	}
+	return nil
+}

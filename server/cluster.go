@@ -1,0 +1,334 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fence-lock/fence/etcd"
+	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/postgres"
+	"github.com/fence-lock/fence/state"
+)
+
+// Engine is a replicated engine that several fence servers share: the state
+// (state.Remote) and the leadership (state.Elector).
+type Engine interface {
+	state.Remote
+	state.Elector
+	// Close leaves the store: this server stops being a member.
+	Close() error
+}
+
+// EngineName returns the engine a store URL names: "etcd", "postgres", or
+// "" if none.
+func EngineName(storeURL string) string {
+	scheme, _, _ := strings.Cut(storeURL, "://")
+	switch scheme {
+	case "etcd", "etcds":
+		return "etcd"
+	case "postgres", "postgresql":
+		return "postgres"
+	}
+	return ""
+}
+
+// OpenEngine connects to the replicated engine that storeURL names, as the
+// server self:
+//
+//	etcd://HOST:PORT[,HOST:PORT...]/PREFIX    (etcds:// for TLS; see etcd.OpenStore)
+//	postgres://USER@HOST:PORT[,HOST:PORT...]/DB?target_session_attrs=read-write  (see postgres.OpenStore)
+//
+// cfg's ElectionTTL and UnsafeSkipEpochCheck configure the engine.
+func OpenEngine(ctx context.Context, storeURL string, self state.Member, cfg Config) (Engine, error) {
+	switch EngineName(storeURL) {
+	case "etcd":
+		s, err := etcd.OpenStore(ctx, storeURL, self)
+		if err != nil {
+			return nil, err
+		}
+		s.ElectionTTL, s.UnsafeSkipEpochCheck = cfg.ElectionTTL, cfg.UnsafeSkipEpochCheck
+		return s, nil
+	case "postgres":
+		s, err := postgres.OpenStore(ctx, storeURL, self)
+		if err != nil {
+			return nil, err
+		}
+		s.ElectionTTL, s.UnsafeSkipEpochCheck = cfg.ElectionTTL, cfg.UnsafeSkipEpochCheck
+		return s, nil
+	}
+	return nil, fmt.Errorf("server: store %q: want etcd://, etcds:// or postgres:// (without --store, the embedded store in --data)", redactURL(storeURL))
+}
+
+// redactURL hides a URL's password, for errors and logs.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return u.Redacted()
+}
+
+// node is the part of a Server on a replicated engine: it campaigns, leads
+// while it may, and stands by (forwarding to the leader) otherwise.
+type node struct {
+	s       *Server
+	eng     Engine
+	engName string
+	self    state.Member
+	standby *httpapi.Server
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	leading *term          // non-nil while this server leads
+	epoch   state.Epoch    // the epoch this server leads under, or the last it saw
+	leader  string         // the leader's URL, "" while none
+	members []state.Member // as last read
+}
+
+// openCluster starts the server on a replicated engine, as a standby that
+// campaigns to lead.
+func (s *Server) openCluster(ctx context.Context) error {
+	cfg := s.cfg
+	if cfg.Advertise == "" {
+		return errors.New("server: a server on a shared store needs its advertise URL (--advertise)")
+	}
+	if u, err := url.Parse(cfg.Advertise); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" && u.Path != "/" {
+		return fmt.Errorf("server: advertise URL %q: want http://host:port or https://host:port", cfg.Advertise)
+	}
+	self := state.Member{URL: strings.TrimSuffix(cfg.Advertise, "/")}
+	if cfg.Signer != nil {
+		self.KeyID = cfg.Signer.ID
+	}
+	eng, err := OpenEngine(ctx, cfg.Store, self, cfg)
+	if err != nil {
+		return err
+	}
+	n := &node{s: s, eng: eng, engName: EngineName(cfg.Store), self: self}
+	if err := n.checkKeys(ctx); err != nil {
+		eng.Close()
+		return err
+	}
+	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	fwd := &httpapi.Forwarder{Self: self.URL, Leader: n.leaderURL, Transport: cfg.PeerTransport}
+	n.standby = httpapi.NewServer(nil, nil)
+	s.configure(n.standby)
+	n.standby.Forward = fwd
+	n.standby.Ready = n.ready
+	n.standby.Cluster = n.status
+	var h http.Handler = n.standby
+	s.handler.Store(&h)
+	s.node = n
+	n.wg.Add(2)
+	go n.watch()
+	go n.run()
+	return nil
+}
+
+// checkKeys refuses to join servers that sign with another key: a lease
+// restored by a new leader is signed again, with the new leader's key.
+func (n *node) checkKeys(ctx context.Context) error {
+	members, err := n.eng.Members(ctx)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	for _, m := range members {
+		if m.URL != n.self.URL && m.KeyID != n.self.KeyID {
+			return fmt.Errorf("server: %s signs sequencers with key %q and this server with %q: every server on one store must use the same --signing-key",
+				m.URL, keyName(m.KeyID), keyName(n.self.KeyID))
+		}
+	}
+	return nil
+}
+
+func keyName(id string) string {
+	if id == "" {
+		return "(none)"
+	}
+	return id
+}
+
+// run campaigns and leads until Close.
+func (n *node) run() {
+	defer n.wg.Done()
+	log := n.s.logger
+	backoff := 100 * time.Millisecond
+	for n.ctx.Err() == nil {
+		t, err := n.eng.Campaign(n.ctx)
+		if err != nil {
+			if n.ctx.Err() != nil {
+				return
+			}
+			log.Warn("campaign failed; retrying", "store", n.engName, "error", err, "retry_in", backoff.String())
+			sleep(n.ctx, backoff)
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		n.lead(t)
+	}
+}
+
+// lead serves as the leader of t until t ends, the state fails (deposed,
+// or a commit of unknown outcome), or Close.
+func (n *node) lead(t state.Term) {
+	log := n.s.logger
+	start := time.Now()
+	resign := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := t.Resign(ctx); err != nil {
+			log.Warn("resigning the leadership failed; it ends with its lease", "epoch", uint64(t.Epoch()), "error", err)
+		}
+	}
+	cache, err := state.NewCache(n.ctx, n.eng, t.Epoch())
+	if err != nil {
+		log.Error("taking over failed; standing by", "epoch", uint64(t.Epoch()), "error", err)
+		resign()
+		sleep(n.ctx, time.Second)
+		return
+	}
+	db := state.NewDB(n.engName, cache)
+	ready := func() error { return db.Err() }
+	tm, err := n.s.newTerm(n.ctx, db, db, ready, db.Close)
+	if err != nil {
+		log.Error("taking over failed; standing by", "epoch", uint64(t.Epoch()), "error", err)
+		resign()
+		return
+	}
+	tm.api.Cluster = n.status
+	n.mu.Lock()
+	n.leading, n.epoch, n.leader = tm, t.Epoch(), n.self.URL
+	n.mu.Unlock()
+	var h http.Handler = tm.api
+	n.s.handler.Store(&h)
+	log.Info("leading", "store", n.engName, "epoch", uint64(t.Epoch()), "resources", cache.Len(),
+		"takeover_ms", time.Since(start).Milliseconds())
+
+	var reason string
+	select {
+	case <-t.Done():
+		reason = "the leadership's lease was lost"
+	case <-db.Done():
+		reason = db.Err().Error()
+	case <-n.ctx.Done():
+		reason = "shutting down"
+	}
+	var standby http.Handler = n.standby
+	n.s.handler.Store(&standby)
+	n.mu.Lock()
+	n.leading, n.leader = nil, ""
+	n.mu.Unlock()
+	tm.locks.Close()
+	db.Close()
+	resign()
+	log.Warn("stepped down", "store", n.engName, "epoch", uint64(t.Epoch()), "reason", reason)
+}
+
+// watch keeps what this server knows of the leader and the members fresh,
+// for forwarding and for GET /v1/cluster.
+func (n *node) watch() {
+	defer n.wg.Done()
+	for n.ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(n.ctx, time.Second)
+		leader, epoch, ok, err := n.eng.Leader(ctx)
+		members, merr := n.eng.Members(ctx)
+		cancel()
+		n.mu.Lock()
+		if n.leading == nil {
+			switch {
+			case err != nil || !ok:
+				n.leader = ""
+			default:
+				n.leader = leader.URL
+			}
+			if err == nil {
+				n.epoch = max(n.epoch, epoch)
+			}
+		}
+		if merr == nil {
+			n.members = members
+		}
+		n.mu.Unlock()
+		sleep(n.ctx, 200*time.Millisecond)
+	}
+}
+
+// leaderURL returns the leader to forward to.
+func (n *node) leaderURL() (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.leading != nil || n.leader == "" || n.leader == n.self.URL {
+		// Leading: the API serves; a standby that believes itself leader
+		// is between terms.
+		return "", false
+	}
+	return n.leader, true
+}
+
+// ready reports whether a standby would serve a request: it knows a leader
+// to forward to.
+func (n *node) ready() error {
+	if _, ok := n.leaderURL(); !ok {
+		return errors.New("no server leads the store right now")
+	}
+	return nil
+}
+
+// status answers GET /v1/cluster.
+func (n *node) status(ctx context.Context) (httpapi.ClusterStatus, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st := httpapi.ClusterStatus{Role: httpapi.RoleStandby, Leader: n.leader, Epoch: uint64(n.epoch), Store: n.engName}
+	if n.leading != nil {
+		st.Role = httpapi.RoleLeader
+	}
+	seen := false
+	for _, m := range n.members {
+		role := httpapi.RoleStandby
+		if m.URL == st.Leader {
+			role = httpapi.RoleLeader
+		}
+		st.Servers = append(st.Servers, httpapi.ClusterServer{URL: m.URL, Role: role})
+		seen = seen || m.URL == n.self.URL
+	}
+	if !seen {
+		st.Servers = append(st.Servers, httpapi.ClusterServer{URL: n.self.URL, Role: st.Role})
+	}
+	return st, nil
+}
+
+// drain stops the lock service of the current term, if any.
+func (n *node) drain() {
+	n.mu.Lock()
+	tm := n.leading
+	n.mu.Unlock()
+	if tm != nil {
+		tm.locks.Close()
+	}
+}
+
+// close steps down, stops campaigning and leaves the store.
+func (n *node) close() error {
+	n.cancel()
+	n.wg.Wait()
+	return n.eng.Close()
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
