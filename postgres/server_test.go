@@ -54,6 +54,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	stopReplicated()
 	if testPool != nil {
 		testPool.Close()
 	}

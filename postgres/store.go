@@ -388,7 +388,11 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 			continue
 		}
 		putRes, putKeys = append(putRes, id.Resource), append(putKeys, id.Key)
-		putRevs, putTokens, putValues = append(putRevs, int64(e.Rev)), append(putTokens, int64(e.Token)), append(putValues, e.Value)
+		v := e.Value
+		if v == nil {
+			v = []byte{} // an empty value, not NULL
+		}
+		putRevs, putTokens, putValues = append(putRevs, int64(e.Rev)), append(putTokens, int64(e.Token)), append(putValues, v)
 	}
 	if len(delRes) > 0 {
 		b.Queue(`DELETE FROM fence_entries WHERE (resource, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, delRes, delKeys)
