@@ -12,6 +12,13 @@
 // an http.RoundTripper that stamps it on the requests to any other service.
 // When the server signs its grants, the lease's sequencer goes with the token
 // in a Fence-Sequencer header.
+//
+// The address may list the servers of a cluster, separated by commas
+// ("http://a:7700,http://b:7700"): the client stays on the server that
+// answers and moves to the next one after a transport error or a 503, and
+// retries calls that are safe to repeat (renewals among them) for up to
+// httpapi.Client.RetryFor, so that a lease's keepalive carries on across a
+// leader failover. See httpapi.Client for which calls are resent and when.
 // Errors are the typed errors of package fence: errors.Is(err,
 // fence.ErrFenced), errors.As(err, &fencedErr).
 package client
@@ -26,7 +33,8 @@ import (
 	"github.com/fence-lock/fence/httpapi"
 )
 
-// Client talks to one fence server. It is safe for concurrent use.
+// Client talks to a fence server, or to the servers of a cluster with
+// failover between them. It is safe for concurrent use.
 type Client struct {
 	api *httpapi.Client
 }
@@ -40,7 +48,9 @@ func WithAuthToken(token string) Option {
 	return func(c *Client) { c.api.AuthToken = token }
 }
 
-// New returns a client of the server at addr, e.g. "http://127.0.0.1:7700".
+// New returns a client of the server at addr, e.g. "http://127.0.0.1:7700",
+// or of the servers of a cluster, their base URLs separated by commas
+// ("http://a:7700,http://b:7700"), as httpapi.NewClient takes them.
 func New(addr string, opts ...Option) (*Client, error) {
 	api, err := httpapi.NewClient(addr)
 	if err != nil {
@@ -54,7 +64,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 }
 
 // HTTP returns the underlying fence.Locker and fence.Store, for calls that
-// take explicit tokens, and for its settings (HTTPClient, Retries).
+// take explicit tokens, and for its settings (HTTPClient, RetryFor, Retries).
 func (c *Client) HTTP() *httpapi.Client { return c.api }
 
 // Acquire acquires resource and returns a lease that renews itself until

@@ -4,16 +4,20 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fence-lock/fence"
@@ -25,25 +29,48 @@ import (
 // errors.Is(err, fence.ErrFenced) and errors.As(err, &fencedErr) work alike in
 // process and over HTTP.
 //
+// A Client talks to one server or to the servers of a cluster
+// (NewClient("http://a:7700,http://b:7700")). It sends every call to its
+// current address and stays there while that server answers; after a
+// transport error or a 503 it moves on to the next address, round robin, for
+// the retry and for the calls that follow.
+//
 // Calls that are safe to repeat (reads, acquire — a retry by the same holder
 // gets the same token —, renew, release, claim, and a put without a
-// condition) are retried with backoff after a transport error or a 503; other
-// calls are sent once, and a transport error leaves their outcome unknown.
+// condition) are retried after a transport error or a 503 until they get
+// another answer, their context ends, or RetryFor has passed since the call
+// began: long enough to ride out a leader failover. The other calls (txn, a
+// conditional put, delete, revoke) are resent only when the request certainly
+// did not take effect: no connection could be made, so nothing was sent, or
+// the server answered 503 not_leader (fence.ErrNotLeader). After any other
+// transport error or 503 their outcome is unknown (see IsAmbiguous) and the
+// error is returned. A TLS handshake that fails (a certificate not trusted,
+// a client certificate refused) is returned at once: retrying would not help.
 type Client struct {
 	// HTTPClient sends the requests. Default: http.DefaultClient. Deadlines
 	// come from each call's context.
 	HTTPClient *http.Client
-	// Retries is how many times a call that is safe to repeat is retried.
-	// Default 3; 0 after NewClient disables retries.
+	// Retries caps how many times one call is resent after its first
+	// attempt. Default (from NewClient) -1; a negative value sets no cap,
+	// so that RetryFor alone bounds the retries. 0 disables retries: every
+	// call is sent once (a failure still moves the client on to the next
+	// address for the calls that follow).
 	Retries int
-	// Backoff is the wait before the first retry, doubled for each next one
-	// (with jitter), at most 1 s. Default 50 ms.
+	// RetryFor is how long after a call began a retry may still start; the
+	// call's context can end it sooner, and an attempt under way is not cut
+	// short. Default (from NewClient) DefaultRetryFor; 0 or less disables
+	// retries.
+	RetryFor time.Duration
+	// Backoff is the wait before a retry, doubled for each next one (with
+	// jitter), at most 1 s. A retry that moves to an address that has not
+	// failed in the last 2 s goes at once, without a wait and without
+	// doubling the next one. Default 50 ms.
 	Backoff time.Duration
 	// AuthToken, if set, is sent as "Authorization: Bearer <AuthToken>"
 	// with every request.
 	AuthToken string
 
-	base string // scheme://host[:port][/prefix], without a trailing slash
+	srv *servers // nil unless made by NewClient
 }
 
 var (
@@ -52,29 +79,124 @@ var (
 	_ fence.Store   = (*Client)(nil)
 )
 
-// NewClient returns a client of the fence server at addr, a base URL such as
-// "http://127.0.0.1:7700".
-func NewClient(addr string) (*Client, error) {
-	u, err := url.Parse(addr)
-	if err != nil {
-		return nil, fmt.Errorf("httpapi: server address %q: %w", addr, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("httpapi: server address %q: want http://host:port or https://host:port", addr)
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("httpapi: server address %q: no query or fragment allowed", addr)
+// DefaultRetryFor is the default of Client.RetryFor: longer than a leader
+// failover (2-3 s) takes, with room to spare.
+const DefaultRetryFor = 15 * time.Second
+
+const (
+	// maxBackoff bounds the wait between two retries.
+	maxBackoff = time.Second
+	// recentFailure is how long an address counts as failed: a retry that
+	// moves to an address that failed longer ago goes at once. It is longer
+	// than maxBackoff, so that a call that finds every address failing
+	// backs off rather than spinning through them.
+	recentFailure = 2 * maxBackoff
+)
+
+// NewClient returns a client of the fence server at addrs: one base URL such
+// as "http://127.0.0.1:7700", or the base URLs of the servers of one cluster
+// separated by commas ("http://a:7700,http://b:7700"), tried in that order.
+// Each must be http or https with a host and without a query or fragment;
+// spaces around an entry are ignored; an empty entry or an address listed
+// twice is an error.
+func NewClient(addrs string) (*Client, error) {
+	var list []string
+	seen := map[string]bool{}
+	for i, addr := range strings.Split(addrs, ",") {
+		addr = strings.TrimSpace(addr)
+		if addr == "" {
+			if !strings.Contains(addrs, ",") {
+				return nil, errors.New("httpapi: no server address: want http://host:port or https://host:port")
+			}
+			return nil, fmt.Errorf("httpapi: server addresses %q: entry %d is empty", addrs, i+1)
+		}
+		base, err := parseAddr(addr)
+		if err != nil {
+			return nil, err
+		}
+		// Scheme and host name are case-insensitive: HTTP://A and http://a
+		// are one server.
+		u, _ := url.Parse(base)
+		key := u.Scheme + "://" + strings.ToLower(u.Host) + u.EscapedPath()
+		if seen[key] {
+			return nil, fmt.Errorf("httpapi: server addresses %q: %q is listed twice", addrs, addr)
+		}
+		seen[key] = true
+		list = append(list, base)
 	}
 	return &Client{
 		HTTPClient: http.DefaultClient,
-		Retries:    3,
+		Retries:    -1,
+		RetryFor:   DefaultRetryFor,
 		Backoff:    50 * time.Millisecond,
-		base:       strings.TrimSuffix(u.String(), "/"),
+		srv:        newServers(list),
 	}, nil
 }
 
-// Addr returns the server's base URL.
-func (c *Client) Addr() string { return c.base }
+// parseAddr checks one server address and returns it as a base URL without a
+// trailing slash.
+func parseAddr(addr string) (string, error) {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "", fmt.Errorf("httpapi: server address %q: %w", addr, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return "", fmt.Errorf("httpapi: server address %q: want http://host:port or https://host:port", addr)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return "", fmt.Errorf("httpapi: server address %q: no query or fragment allowed", addr)
+	}
+	return strings.TrimSuffix(u.String(), "/"), nil
+}
+
+// Addr returns the servers' base URLs as NewClient took them (without
+// trailing slashes), separated by commas: with one server, its base URL.
+// NewClient(c.Addr()) makes a client of the same servers.
+func (c *Client) Addr() string {
+	if c.srv == nil {
+		return ""
+	}
+	return strings.Join(c.srv.addrs, ",")
+}
+
+// Addrs returns the servers' base URLs in the order NewClient took them.
+func (c *Client) Addrs() []string {
+	if c.srv == nil {
+		return nil
+	}
+	return slices.Clone(c.srv.addrs)
+}
+
+// servers is a Client's list of server addresses and which one is current.
+// A copy of a Client shares it.
+type servers struct {
+	addrs  []string       // base URLs: scheme://host[:port][/prefix], without a trailing slash
+	epoch  time.Time      // the origin of failed, on the monotonic clock
+	cur    atomic.Int64   // the index in addrs of the current address
+	failed []atomic.Int64 // per address: when it last failed, in ns since epoch; 0 never
+}
+
+func newServers(addrs []string) *servers {
+	return &servers{addrs: addrs, epoch: time.Now(), failed: make([]atomic.Int64, len(addrs))}
+}
+
+// current returns the index of the current address.
+func (s *servers) current() int { return int(s.cur.Load()) }
+
+// fail records that the address at i failed and, if it is still the current
+// one, makes the next one current. Concurrent calls that failed on the same
+// address move the client on once, not once each.
+func (s *servers) fail(i int) {
+	s.failed[i].Store(max(1, int64(time.Since(s.epoch))))
+	s.cur.CompareAndSwap(int64(i), int64((i+1)%len(s.addrs)))
+}
+
+// failedRecently reports whether the address at i failed in the last
+// recentFailure.
+func (s *servers) failedRecently(i int) bool {
+	at := s.failed[i].Load()
+	return at != 0 && time.Since(s.epoch)-time.Duration(at) < recentFailure
+}
 
 // request is one API call.
 type request struct {
@@ -91,19 +213,69 @@ type apiResponse struct {
 	body   []byte
 }
 
-// do sends req, retrying as the Client's doc says, and returns a 2xx answer
-// or the error the answer stands for.
+// outcome is what one attempt tells of a request.
+type outcome int
+
+const (
+	answered  outcome = iota // a 2xx, or an answer that another attempt would not change
+	final                    // the call's context ended, or the request could not be sent: no retry
+	unsent                   // no connection could be made: the server got nothing
+	notLeader                // 503 not_leader: the server did nothing
+	unknown                  // another transport error or 503: the request may have taken effect
+)
+
+// failed reports whether the attempt counts against its server: the client
+// moves on to the next address.
+func (o outcome) failed() bool { return o == unsent || o == notLeader || o == unknown }
+
+// retry reports whether the request may be sent again after this outcome:
+// always if it certainly did not take effect, else only if it is safe to
+// repeat.
+func (o outcome) retry(retryable bool) bool {
+	return o == unsent || o == notLeader || o == unknown && retryable
+}
+
+// do sends req, retrying and moving between servers as the Client's doc
+// says, and returns a 2xx answer or the error the last attempt ended with.
 func (c *Client) do(ctx context.Context, req request) (apiResponse, error) {
-	backoff := cmp.Or(c.Backoff, 50*time.Millisecond)
+	if c.srv == nil {
+		return apiResponse{}, fmt.Errorf("httpapi: %s %s: the Client was not made by NewClient", req.method, req.path)
+	}
+	start := time.Now()
+	backoff := min(c.Backoff, maxBackoff)
+	if backoff <= 0 {
+		backoff = 50 * time.Millisecond
+	}
+	waits := 0       // retries that waited so far
+	var unsure error // the first error that left the outcome unknown
 	for attempt := 0; ; attempt++ {
-		resp, err, retry := c.once(ctx, req)
-		if err == nil || !req.retryable || !retry || attempt >= c.Retries {
+		i := c.srv.current()
+		resp, err, out := c.once(ctx, c.srv.addrs[i], req)
+		if out.failed() {
+			c.srv.fail(i)
+		}
+		if out == unknown {
+			unsure = cmp.Or(unsure, err)
+		} else {
+			err = maybeApplied(err, unsure)
+		}
+		if err == nil || !out.retry(req.retryable) || c.Retries >= 0 && attempt >= c.Retries {
 			return resp, err
 		}
-		wait := backoff << attempt
-		wait = min(wait, time.Second)
+		left := c.RetryFor - time.Since(start)
+		if left <= 0 {
+			return resp, err
+		}
+		if next := c.srv.current(); next != i && !c.srv.failedRecently(next) {
+			continue // another server, which may well answer: at once
+		}
+		wait := backoff
+		for range min(waits, 32) {
+			wait = min(2*wait, maxBackoff)
+		}
+		waits++
 		wait = wait/2 + rand.N(wait/2+1)
-		t := time.NewTimer(wait)
+		t := time.NewTimer(min(wait, left))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -113,11 +285,35 @@ func (c *Client) do(ctx context.Context, req request) (apiResponse, error) {
 	}
 }
 
-// once sends req once. retry reports whether a failure may go away on its own.
-func (c *Client) once(ctx context.Context, req request) (resp apiResponse, err error, retry bool) {
-	hreq, err := http.NewRequestWithContext(ctx, req.method, c.base+req.path, bytes.NewReader(req.body))
+// maybeAppliedError is the error of a call whose last attempt failed after
+// an earlier one had left the outcome unknown: the request may have taken
+// effect then, whatever the last attempt says.
+type maybeAppliedError struct {
+	err     error // the last attempt's
+	earlier error // the earlier attempt's
+}
+
+func (e *maybeAppliedError) Error() string {
+	return e.err.Error() + "; an earlier attempt may have taken effect: " + e.earlier.Error()
+}
+
+func (e *maybeAppliedError) Unwrap() error { return e.err }
+
+// maybeApplied returns err, the error of an attempt that did not leave the
+// outcome unknown, as a *maybeAppliedError if an earlier attempt ended with
+// unsure, an error that did.
+func maybeApplied(err, unsure error) error {
+	if err == nil || unsure == nil {
+		return err
+	}
+	return &maybeAppliedError{err: err, earlier: unsure}
+}
+
+// once sends req once to the server at base and says what came of it.
+func (c *Client) once(ctx context.Context, base string, req request) (resp apiResponse, err error, out outcome) {
+	hreq, err := http.NewRequestWithContext(ctx, req.method, base+req.path, bytes.NewReader(req.body))
 	if err != nil {
-		return apiResponse{}, fmt.Errorf("httpapi: %s %s: %w", req.method, req.path, err), false
+		return apiResponse{}, fmt.Errorf("httpapi: %s %s: %w", req.method, req.path, err), final
 	}
 	for k, v := range req.header {
 		hreq.Header[k] = v
@@ -134,17 +330,53 @@ func (c *Client) once(ctx context.Context, req request) (resp apiResponse, err e
 	}
 	hresp, err := hc.Do(hreq)
 	if err != nil {
-		return apiResponse{}, fmt.Errorf("httpapi: %s %s: %w", req.method, req.path, err), ctx.Err() == nil
+		err = fmt.Errorf("httpapi: %s %s: %w", req.method, req.path, err)
+		switch {
+		case ctx.Err() != nil, isTLSRefusal(err):
+			return apiResponse{}, err, final
+		case isDialError(err):
+			return apiResponse{}, err, unsent
+		}
+		return apiResponse{}, err, unknown
 	}
 	defer hresp.Body.Close()
 	body, err := io.ReadAll(hresp.Body)
 	if err != nil {
-		return apiResponse{}, fmt.Errorf("httpapi: %s %s: reading the answer: %w", req.method, req.path, err), ctx.Err() == nil
+		err = fmt.Errorf("httpapi: %s %s: reading the answer: %w", req.method, req.path, err)
+		if ctx.Err() != nil {
+			return apiResponse{}, err, final
+		}
+		return apiResponse{}, err, unknown
 	}
 	if hresp.StatusCode/100 != 2 {
-		return apiResponse{}, ProblemError(hresp.StatusCode, body), hresp.StatusCode == http.StatusServiceUnavailable
+		err := ProblemError(hresp.StatusCode, body)
+		switch {
+		case hresp.StatusCode != http.StatusServiceUnavailable:
+			return apiResponse{}, err, answered
+		case errors.Is(err, fence.ErrNotLeader):
+			return apiResponse{}, err, notLeader
+		}
+		return apiResponse{}, err, unknown
 	}
-	return apiResponse{header: hresp.Header, body: body}, nil, false
+	return apiResponse{header: hresp.Header, body: body}, nil, answered
+}
+
+// isDialError reports whether err, from http.Client.Do, says that no
+// connection to the server could be made (refused, unreachable, no such
+// host), so that the server received nothing. An error once connected (a
+// reset, a timeout, an EOF) does not count: the request may have arrived.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// isTLSRefusal reports whether err is a TLS handshake that failed for good:
+// this client did not trust the server's certificate, or the server sent an
+// alert (it wants a client certificate, say). Retrying would not help.
+func isTLSRefusal(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var op *net.OpError
+	return errors.As(err, &cv) || errors.As(err, &op) && op.Op == "remote error"
 }
 
 func (c *Client) doJSON(ctx context.Context, req request, out any) error {
@@ -424,15 +656,20 @@ func (c *Client) Txn(ctx context.Context, t *fence.Txn) (fence.Rev, error) {
 }
 
 // IsAmbiguous reports whether err leaves the outcome of a call unknown: the
-// request may or may not have taken effect (a transport error or timeout, or
-// a 5xx), as opposed to an answer from the server.
+// request may or may not have taken effect (a transport error or timeout once
+// connected, or a 5xx), as opposed to an answer from the server. A call
+// whose every attempt certainly did nothing is not ambiguous: it could not
+// connect, or it was answered 503 not_leader (fence.ErrNotLeader).
 func IsAmbiguous(err error) bool {
 	if err == nil {
 		return false
 	}
+	if m := (*maybeAppliedError)(nil); errors.As(err, &m) {
+		return true
+	}
 	var p *Problem
 	if errors.As(err, &p) {
-		return p.Status >= 500
+		return p.Status >= 500 && !errors.Is(p, fence.ErrNotLeader)
 	}
-	return true
+	return !isDialError(err)
 }

@@ -16,7 +16,7 @@ var sentinels = []error{
 	fence.ErrTooLarge, fence.ErrBadRequest, fence.ErrFenceRequired, fence.ErrInvalidToken,
 	fence.ErrTokenNotIssued, fence.ErrFenced, fence.ErrPreconditionFailed, fence.ErrNotFound,
 	fence.ErrLockHeld, fence.ErrLeaseLost, fence.ErrClosed, fence.ErrUnauthorized, fence.ErrForbidden,
-	fence.ErrRateLimited,
+	fence.ErrRateLimited, fence.ErrNotLeader,
 }
 
 // TestProblemError_RoundTrip checks that a server error, written as a problem
@@ -33,6 +33,7 @@ func TestProblemError_RoundTrip(t *testing.T) {
 		&fence.LeaseLostError{Resource: "r", Presented: 3, Current: 0},
 		&fence.LeaseLostError{Resource: "r", Presented: 3, Current: 4},
 		fence.ErrFenceRequired,
+		fmt.Errorf("state: deposed: %w", fence.ErrNotLeader),
 		fmt.Errorf("%w: %q", fence.ErrInvalidToken, "abc"),
 		fence.ErrPreconditionFailed,
 		fmt.Errorf("bolt: get: %w", fence.ErrNotFound),

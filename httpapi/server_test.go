@@ -967,6 +967,7 @@ func TestServer_Golden(t *testing.T) {
 		{"method_not_allowed", "PATCH", "/v1/kv/orders/o-1", "", nil, nil},
 		{"not_ready", "GET", "/readyz", "", nil, func() { e.srv.Ready = func() error { return errors.New("opening") } }},
 		{"unavailable", "GET", "/v1/fences/orders", "", nil, func() { e.f.Err = fence.ErrClosed }},
+		{"not_leader", "GET", "/v1/fences/orders", "", nil, func() { e.f.Err = fence.ErrNotLeader }},
 		{"internal", "GET", "/v1/fences/orders", "", nil, func() { e.f.Err = errors.New("disk on fire") }},
 	}
 	for _, tt := range tests {

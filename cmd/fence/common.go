@@ -13,7 +13,7 @@ const DefaultAddr = "http://127.0.0.1:7700"
 
 // clientConfig holds the flags every client command shares.
 type clientConfig struct {
-	Addr   string // the server's base URL
+	Addr   string // the server's base URL, or a cluster's, separated by commas
 	Output string // "text" or "json"
 	// AuthToken is the bearer token sent with every request; "" none.
 	AuthToken string
@@ -42,7 +42,7 @@ func newFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet
 // addClientFlags adds --addr, --auth-token, --cacert, --client-cert,
 // --client-key and -o to fs.
 func addClientFlags(fs *flag.FlagSet, cfg *clientConfig) {
-	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "base `URL` of the fence server")
+	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "base `URL` of the fence server, or of a cluster's servers separated by commas (calls stay on one that answers and fail over to the next)")
 	addAuthTokenFlag(fs, cfg)
 	addTLSClientFlags(fs, cfg)
 	fs.StringVar(&cfg.Output, "o", "text", "output `format`: text or json (also --output, FENCE_OUTPUT)")

@@ -35,7 +35,7 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		holder    string
 	)
 	fs := newFlagSet("lock", "fence lock RESOURCE [--ttl 10s] [--wait D] [--holder ID] [--kill-grace 5s] -- CMD [ARGS...]", lockExamples, std.err)
-	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "base `URL` of the fence server")
+	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "base `URL` of the fence server, or of a cluster's servers separated by commas (the lease fails over between them)")
 	addAuthTokenFlag(fs, &cfg)
 	addTLSClientFlags(fs, &cfg)
 	fs.DurationVar(&ttl, "ttl", fence.DefaultTTL, "lease time to live; renewed about every ttl/3")

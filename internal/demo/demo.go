@@ -342,6 +342,9 @@ func (d *driver) newAPI(addr string) (*httpapi.Client, error) {
 	}
 	c.HTTPClient = d.hc
 	c.AuthToken = d.cfg.AuthToken
+	// Long enough for a cluster's failover, short enough that a wrong
+	// --addr fails the story at once rather than after the default 15 s.
+	c.RetryFor = 3 * time.Second
 	return c, nil
 }
 

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/fence-lock/fence/fencetest"
+)
+
+// TestAddClientFlags_AddrList checks that --addr and FENCE_ADDR take a list
+// of servers, and that a command fails over from one that refuses
+// connections to the next.
+func TestAddClientFlags_AddrList(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String()
+	ln.Close() // refused from now on
+	list := down + "," + fencetest.NewServer(t, nil)
+
+	status := func(t *testing.T, args ...string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(t.Context(), append([]string{"status", "orders", "-o", "json"}, args...), stdio{strings.NewReader(""), &out, &errOut}); code != 0 {
+			t.Fatalf("fence status %s: exit %d, stderr %s", strings.Join(args, " "), code, errOut.String())
+		}
+		var got struct {
+			Resource string `json:"resource"`
+			Held     bool   `json:"held"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil || got.Resource != "orders" || got.Held {
+			t.Fatalf("output %q (%v), want orders, not held", out.String(), err)
+		}
+	}
+	t.Run("Flag", func(t *testing.T) { status(t, "--addr", list) })
+	t.Run("Env", func(t *testing.T) {
+		t.Setenv("FENCE_ADDR", list)
+		status(t)
+	})
+	t.Run("Bad", func(t *testing.T) {
+		for _, bad := range []string{list + ",", down + "," + down, "http://a:7700,a:7700"} {
+			if code := run(t.Context(), []string{"status", "orders", "--addr", bad}, stdio{strings.NewReader(""), io.Discard, io.Discard}); code != exitUsage {
+				t.Fatalf("fence status --addr %q: exit %d, want %d", bad, code, exitUsage)
+			}
+		}
+	})
+	t.Run("Help", func(t *testing.T) {
+		var errOut bytes.Buffer
+		run(t.Context(), []string{"status", "--help"}, stdio{strings.NewReader(""), io.Discard, &errOut})
+		if !strings.Contains(errOut.String(), "separated by commas") {
+			t.Fatalf("fence status --help does not say that --addr takes a list:\n%s", errOut.String())
+		}
+	})
+}
