@@ -1,9 +1,10 @@
 package e2e
 
 // A black-box conformance test of the v1 HTTP API (docs: API.md) against the
-// real lock service and bolt storage, served by newService. Every helper of
-// this file is prefixed "api" so that it cannot clash with the package's
-// other tests.
+// real lock service and storage, on every engine (engines: the embedded
+// store, etcd, PostgreSQL), each test served by the newService it is given.
+// Every helper of this file is prefixed "api" so that it cannot clash with
+// the package's other tests.
 
 import (
 	"bytes"
@@ -316,9 +317,34 @@ func apiTxnPut(res, tok string) []byte {
 	return fmt.Appendf(nil, `{"fences":{%q:%s},"then":[{"op":"put","resource":%q,"key":"k","value":"x"}]}`, res, tok, res)
 }
 
-// TestAPISuccessBodies checks the success status and the exact members of
+// TestAPI runs the API suite on every engine, as subtests named
+// engine/test: TestAPI/etcd/ErrorCodes.
+func TestAPI(t *testing.T) {
+	suite := []struct {
+		name string
+		test func(*testing.T, newServiceFunc)
+	}{
+		{"SuccessBodies", testAPISuccessBodies},
+		{"ErrorCodes", testAPIErrorCodes},
+		{"Precedence", testAPIPrecedence},
+		{"Txn", testAPITxn},
+		{"Names", testAPINames},
+		{"RejectionsChangeNothing", testAPIRejectionsChangeNothing},
+		{"Routing", testAPIRouting},
+		{"ValueLimits", testAPIValueLimits},
+	}
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			for _, s := range suite {
+				t.Run(s.name, func(t *testing.T) { s.test(t, e.newService) })
+			}
+		})
+	}
+}
+
+// testAPISuccessBodies checks the success status and the exact members of
 // every endpoint.
-func TestAPISuccessBodies(t *testing.T) {
+func testAPISuccessBodies(t *testing.T, newService newServiceFunc) {
 	url, _ := newService(t)
 	var tok, rev uint64
 
@@ -457,9 +483,9 @@ var apiBadHeaderTokens = []string{
 // in 1..2^63-1.
 var apiBadJSONTokens = []string{`"5"`, `null`, `1.5`, `0`, `-1`, `1e3`, `9223372036854775808`, `true`, `"abc"`, `5.0`, `[5]`}
 
-// TestAPIErrorCodes checks every code of API.md's table: its status, media
+// testAPIErrorCodes checks every code of API.md's table: its status, media
 // type and members.
-func TestAPIErrorCodes(t *testing.T) {
+func testAPIErrorCodes(t *testing.T, newService newServiceFunc) {
 	url, _ := newService(t)
 	stale, cur := apiStale(t, url, "e")
 	apiPut(t, url, "e", "k", []byte("v"), apiTok(cur))
@@ -660,10 +686,10 @@ func TestAPIErrorCodes(t *testing.T) {
 	})
 }
 
-// TestAPIPrecedence checks API.md's order: too_large, bad_request,
+// testAPIPrecedence checks API.md's order: too_large, bad_request,
 // fence_required, invalid_token, token_not_issued, fenced,
 // precondition_failed, not_found.
-func TestAPIPrecedence(t *testing.T) {
+func testAPIPrecedence(t *testing.T, newService newServiceFunc) {
 	url, _ := newService(t)
 	staleP, curP := apiStale(t, url, "p")
 	staleA, _ := apiStale(t, url, "pa")
@@ -773,8 +799,8 @@ func TestAPIPrecedence(t *testing.T) {
 	})
 }
 
-// TestAPITxn checks POST /v1/txn: all or nothing across resources.
-func TestAPITxn(t *testing.T) {
+// testAPITxn checks POST /v1/txn: all or nothing across resources.
+func testAPITxn(t *testing.T, newService newServiceFunc) {
 	url, _ := newService(t)
 	ta := apiAcquire(t, url, "ta", "A", 60000)
 	staleB, curB := apiStale(t, url, "tb")
@@ -905,9 +931,9 @@ func TestAPITxn(t *testing.T) {
 	})
 }
 
-// TestAPINames checks resource and key names, holders and the bounds of
+// testAPINames checks resource and key names, holders and the bounds of
 // lock request bodies.
-func TestAPINames(t *testing.T) {
+func testAPINames(t *testing.T, newService newServiceFunc) {
 	url, _ := newService(t)
 	tok := apiAcquire(t, url, "names", "N", 60000)
 
@@ -1094,10 +1120,10 @@ func apiSnapshot(t *testing.T, url string, resources []string, keys []string) ap
 	return s
 }
 
-// TestAPIRejectionsChangeNothing checks invariant 5 end to end: after every
+// testAPIRejectionsChangeNothing checks invariant 5 end to end: after every
 // kind of rejected request the fences, locks, values and the store-wide
 // revision are as before.
-func TestAPIRejectionsChangeNothing(t *testing.T) {
+func testAPIRejectionsChangeNothing(t *testing.T, newService newServiceFunc) {
 	url, _ := newService(t)
 	stale1, cur1 := apiStale(t, url, "r1")
 	cur2 := apiAcquire(t, url, "r2", "R2", 60000)
@@ -1211,8 +1237,8 @@ func TestAPIRejectionsChangeNothing(t *testing.T) {
 	}
 }
 
-// TestAPIRouting checks the problems for an unknown path and a wrong method.
-func TestAPIRouting(t *testing.T) {
+// testAPIRouting checks the problems for an unknown path and a wrong method.
+func testAPIRouting(t *testing.T, newService newServiceFunc) {
 	url, _ := newService(t)
 	for _, p := range []string{"/", "/v2/kv/a/b", "/v1", "/v1/kv/a", "/v1/locks/a/steal", "/v1/locks", "/v1/fences/a/b", "/v1/txn/x", "/v1/nothing/a", "/healthz/x"} {
 		t.Run("404 for "+p, func(t *testing.T) {
@@ -1257,8 +1283,8 @@ func TestAPIRouting(t *testing.T) {
 	}
 }
 
-// TestAPIValueLimits checks the value limit of 1 MiB on PUT and in a txn.
-func TestAPIValueLimits(t *testing.T) {
+// testAPIValueLimits checks the value limit of 1 MiB on PUT and in a txn.
+func testAPIValueLimits(t *testing.T, newService newServiceFunc) {
 	url, _ := newService(t)
 	tok := apiAcquire(t, url, "big", "B", 60000)
 	value := make([]byte, apiMiB)

@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	stopEngines()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -49,24 +49,16 @@ const loadPage = 1000
 //
 // etcd's own limits apply to one commit: --max-txn-ops (default 128) and
 // --max-request-bytes (default 1.5 MiB). The DB sizes batches below them;
-// a single change beyond them (a txn with more ops, a value near 1.5 MiB)
-// is refused with fence.ErrTooLarge. Raise both on the etcd servers to
-// store larger transactions.
+// a single change beyond them (a txn of more than about 120 writes, or of
+// more than 1.5 MiB) is refused with fence.ErrTooLarge. To accept every
+// transaction the API allows (4 MiB bodies), run etcd with
+// --max-request-bytes 10485760, and raise --max-txn-ops for transactions of
+// many keys.
 type Store struct {
-	// ElectionTTL is the TTL of the etcd lease behind the leadership and
-	// the membership of this server, in whole seconds (at least 2, etcd's
-	// minimum on default settings). A leader that dies is replaced about
-	// this long after. Default DefaultElectionTTL. Set it before Campaign.
-	ElectionTTL time.Duration
-
-	// UnsafeSkipEpochCheck makes commits skip the writer-epoch compare. It
-	// exists only so that tests can show what the check prevents: never
-	// set it elsewhere.
-	UnsafeSkipEpochCheck bool
-
 	cli    *clientv3.Client
 	prefix string
 	self   state.Member
+	opts   state.EngineOptions
 
 	mu      sync.Mutex
 	records map[state.Epoch]string // the epoch record this server wrote for each of its terms
@@ -81,7 +73,7 @@ var (
 )
 
 // OpenStore connects to the etcd cluster that rawURL names and registers
-// self as one of its servers. The URL is
+// opts.Self as one of its servers. The URL is
 //
 //	etcd://HOST:PORT[,HOST:PORT...][/PREFIX][?PARAMS]    plain gRPC
 //	etcds://HOST:PORT[,HOST:PORT...][/PREFIX][?PARAMS]   TLS
@@ -92,27 +84,35 @@ var (
 // CAs that verify the servers; default the system's), cert and key (PEM
 // files of a client certificate), and dial_timeout (a Go duration, default
 // 5s).
-func OpenStore(ctx context.Context, rawURL string, self state.Member) (*Store, error) {
+func OpenStore(ctx context.Context, rawURL string, opts state.EngineOptions) (*Store, error) {
 	cfg, prefix, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	cfg.Context = context.WithoutCancel(ctx)
 	cfg.Logger = zap.NewNop()
+	// The etcd servers' --max-request-bytes decides how large a commit may
+	// be; the client's own limit (2 MiB by default) must not cut it shorter.
+	cfg.MaxCallSendMsgSize = maxRequestBytes
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcd: connect to %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
-	return NewStore(cli, prefix, self), nil
+	return NewStore(cli, prefix, opts), nil
 }
 
+// maxRequestBytes is the largest request the client sends: a transaction of
+// the API's largest body (4 MiB of values, base64-decoded less) fits.
+const maxRequestBytes = 16 << 20
+
 // NewStore returns a Store on cli with all of its keys under prefix (a
-// trailing "/" is added if missing), for server self. Close closes cli.
-func NewStore(cli *clientv3.Client, prefix string, self state.Member) *Store {
+// trailing "/" is added if missing), for the server opts.Self. Close closes
+// cli.
+func NewStore(cli *clientv3.Client, prefix string, opts state.EngineOptions) *Store {
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	s := &Store{cli: cli, prefix: prefix, self: self, records: map[state.Epoch]string{},
+	s := &Store{cli: cli, prefix: prefix, self: opts.Self, opts: opts, records: map[state.Epoch]string{},
 		stopC: make(chan struct{}), doneC: make(chan struct{})}
 	go s.register()
 	return s
@@ -215,8 +215,8 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) ttl() int {
-	secs := int((s.ElectionTTL + time.Second - 1) / time.Second)
-	if s.ElectionTTL == 0 {
+	secs := int((s.opts.ElectionTTL + time.Second - 1) / time.Second)
+	if s.opts.ElectionTTL == 0 {
 		secs = int(DefaultElectionTTL / time.Second)
 	}
 	return max(secs, 2)
@@ -480,14 +480,14 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 		ops = append(ops, clientv3.OpPut(s.key("rev"), strconv.FormatUint(uint64(c.Rev), 10)))
 	}
 	txn := s.cli.Txn(ctx)
-	if !s.UnsafeSkipEpochCheck {
+	if !s.opts.UnsafeSkipEpochCheck {
 		txn = txn.If(clientv3.Compare(clientv3.Value(s.key("epoch")), "=", record))
 	}
 	resp, err := txn.Then(ops...).Commit()
 	switch {
 	case isLimit(err):
-		return fmt.Errorf("etcd: commit of %d ops: %w: %w (raise etcd's --max-txn-ops and --max-request-bytes for larger transactions): %w",
-			len(ops), state.ErrNotApplied, fence.ErrTooLarge, err)
+		return fmt.Errorf("etcd refused a commit of %d operations and %d bytes of values as too large (its --max-txn-ops or --max-request-bytes): %w: %w",
+			len(ops), c.Bytes(), state.ErrNotApplied, fence.ErrTooLarge)
 	case err != nil:
 		return fmt.Errorf("etcd: commit: %w", err)
 	case !resp.Succeeded:

@@ -78,9 +78,9 @@ func newPrefix(t testing.TB) string {
 }
 
 // newStore returns a Store for server url on prefix, closed when t ends.
-func newStore(t testing.TB, prefix, url string) *etcd.Store {
+func newStore(t testing.TB, prefix, url string, unsafe ...bool) *etcd.Store {
 	t.Helper()
-	s := etcd.NewStore(clusterClient(t), prefix, state.Member{URL: url})
+	s := etcd.NewStore(clusterClient(t), prefix, state.EngineOptions{Self: state.Member{URL: url}, UnsafeSkipEpochCheck: len(unsafe) > 0 && unsafe[0]})
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -123,8 +123,7 @@ func TestStore_Takeover(t *testing.T) {
 		t.Run(fmt.Sprintf("SkipEpochCheck=%v", unsafe), func(t *testing.T) {
 			ctx := t.Context()
 			prefix := newPrefix(t)
-			a := newStore(t, prefix, "http://127.0.0.1:1")
-			a.UnsafeSkipEpochCheck = unsafe
+			a := newStore(t, prefix, "http://127.0.0.1:1", unsafe)
 			b := newStore(t, prefix, "http://127.0.0.1:2")
 			dbA, termA := lead(t, a)
 			tok, err := dbA.Grant(ctx, "r", "A", time.Minute, time.Now().Add(time.Minute))

@@ -85,18 +85,9 @@ const codeDeposed = "FE001"
 // and ends the leader's term; the next leader starts with a synchronous
 // write.
 type Store struct {
-	// ElectionTTL is the lease of the leader row and of this server's
-	// member row. A leader that dies is replaced about this long after.
-	// Default DefaultElectionTTL. Set it before Campaign.
-	ElectionTTL time.Duration
-
-	// UnsafeSkipEpochCheck makes commits skip the writer-epoch check. It
-	// exists only so that tests can show what the check prevents: never
-	// set it elsewhere.
-	UnsafeSkipEpochCheck bool
-
 	pool *pgxpool.Pool
 	self state.Member
+	opts state.EngineOptions
 
 	stopC chan struct{}
 	wg    sync.WaitGroup
@@ -110,8 +101,8 @@ var (
 // OpenStore connects to the database that connString names (a pgx
 // connection string; several hosts with target_session_attrs=read-write
 // find the primary after a failover), creates the tables of StoreSchema if
-// they do not exist, and registers self as one of its servers.
-func OpenStore(ctx context.Context, connString string, self state.Member) (*Store, error) {
+// they do not exist, and registers opts.Self as one of its servers.
+func OpenStore(ctx context.Context, connString string, opts state.EngineOptions) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: store: %w", err)
@@ -120,7 +111,7 @@ func OpenStore(ctx context.Context, connString string, self state.Member) (*Stor
 	if err != nil {
 		return nil, fmt.Errorf("postgres: store: %w", err)
 	}
-	s, err := NewStore(ctx, pool, self)
+	s, err := NewStore(ctx, pool, opts)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -128,9 +119,9 @@ func OpenStore(ctx context.Context, connString string, self state.Member) (*Stor
 	return s, nil
 }
 
-// NewStore returns a Store on pool for server self, creating the tables of
-// StoreSchema if they do not exist. Close closes pool.
-func NewStore(ctx context.Context, pool *pgxpool.Pool, self state.Member) (*Store, error) {
+// NewStore returns a Store on pool for the server opts.Self, creating the
+// tables of StoreSchema if they do not exist. Close closes pool.
+func NewStore(ctx context.Context, pool *pgxpool.Pool, opts state.EngineOptions) (*Store, error) {
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		// Servers starting together would race on CREATE OR REPLACE FUNCTION.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7700)`); err != nil {
@@ -142,7 +133,7 @@ func NewStore(ctx context.Context, pool *pgxpool.Pool, self state.Member) (*Stor
 	if err != nil {
 		return nil, fmt.Errorf("postgres: store: create tables: %w", err)
 	}
-	s := &Store{pool: pool, self: self, stopC: make(chan struct{})}
+	s := &Store{pool: pool, self: opts.Self, opts: opts, stopC: make(chan struct{})}
 	s.wg.Add(1)
 	go s.register()
 	return s, nil
@@ -164,10 +155,10 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) ttl() time.Duration {
-	if s.ElectionTTL <= 0 {
+	if s.opts.ElectionTTL <= 0 {
 		return DefaultElectionTTL
 	}
-	return s.ElectionTTL
+	return s.opts.ElectionTTL
 }
 
 // register keeps this server's member row fresh until Close.
@@ -355,7 +346,7 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	rev := int64(c.Rev)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
-	if s.UnsafeSkipEpochCheck {
+	if s.opts.UnsafeSkipEpochCheck {
 		b.Queue(`UPDATE fence_leader SET rev = $1 WHERE id = 1`, rev)
 	} else {
 		// The update makes even an empty commit write (and wait for the

@@ -80,9 +80,9 @@ func newPool(t testing.TB, connString string) *pgxpool.Pool {
 	return p
 }
 
-func newPGStore(t testing.TB, connString, url string) *postgres.Store {
+func newPGStore(t testing.TB, connString, url string, unsafe ...bool) *postgres.Store {
 	t.Helper()
-	s, err := postgres.OpenStore(t.Context(), connString, state.Member{URL: url})
+	s, err := postgres.OpenStore(t.Context(), connString, state.EngineOptions{Self: state.Member{URL: url}, UnsafeSkipEpochCheck: len(unsafe) > 0 && unsafe[0]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,8 +134,7 @@ func TestStore_Takeover(t *testing.T) {
 		t.Run(fmt.Sprintf("SkipEpochCheck=%v", unsafe), func(t *testing.T) {
 			ctx := t.Context()
 			conn := newStoreSchema(t, replicatedPG(t))
-			a := newPGStore(t, conn, "http://127.0.0.1:1")
-			a.UnsafeSkipEpochCheck = unsafe
+			a := newPGStore(t, conn, "http://127.0.0.1:1", unsafe)
 			b := newPGStore(t, conn, "http://127.0.0.1:2")
 			dbA, _ := leadPG(t, a)
 			tok, err := dbA.Grant(ctx, "r", "A", time.Minute, time.Now().Add(time.Minute))

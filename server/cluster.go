@@ -44,23 +44,13 @@ func EngineName(storeURL string) string {
 //	etcd://HOST:PORT[,HOST:PORT...]/PREFIX    (etcds:// for TLS; see etcd.OpenStore)
 //	postgres://USER@HOST:PORT[,HOST:PORT...]/DB?target_session_attrs=read-write  (see postgres.OpenStore)
 //
-// cfg's ElectionTTL and UnsafeSkipEpochCheck configure the engine.
-func OpenEngine(ctx context.Context, storeURL string, self state.Member, cfg Config) (Engine, error) {
+// opts says who opens it and how.
+func OpenEngine(ctx context.Context, storeURL string, opts state.EngineOptions) (Engine, error) {
 	switch EngineName(storeURL) {
 	case "etcd":
-		s, err := etcd.OpenStore(ctx, storeURL, self)
-		if err != nil {
-			return nil, err
-		}
-		s.ElectionTTL, s.UnsafeSkipEpochCheck = cfg.ElectionTTL, cfg.UnsafeSkipEpochCheck
-		return s, nil
+		return etcd.OpenStore(ctx, storeURL, opts)
 	case "postgres":
-		s, err := postgres.OpenStore(ctx, storeURL, self)
-		if err != nil {
-			return nil, err
-		}
-		s.ElectionTTL, s.UnsafeSkipEpochCheck = cfg.ElectionTTL, cfg.UnsafeSkipEpochCheck
-		return s, nil
+		return postgres.OpenStore(ctx, storeURL, opts)
 	}
 	return nil, fmt.Errorf("server: store %q: want etcd://, etcds:// or postgres:// (without --store, the embedded store in --data)", redactURL(storeURL))
 }
@@ -108,7 +98,7 @@ func (s *Server) openCluster(ctx context.Context) error {
 	if cfg.Signer != nil {
 		self.KeyID = cfg.Signer.ID
 	}
-	eng, err := OpenEngine(ctx, cfg.Store, self, cfg)
+	eng, err := OpenEngine(ctx, cfg.Store, state.EngineOptions{Self: self, ElectionTTL: cfg.ElectionTTL, UnsafeSkipEpochCheck: cfg.UnsafeSkipEpochCheck})
 	if err != nil {
 		return err
 	}
@@ -205,11 +195,11 @@ func (n *node) lead(t state.Term) {
 		return
 	}
 	tm.api.Cluster = n.status
+	var h http.Handler = tm.api
+	n.s.handler.Store(&h)
 	n.mu.Lock()
 	n.leading, n.epoch, n.leader = tm, t.Epoch(), n.self.URL
 	n.mu.Unlock()
-	var h http.Handler = tm.api
-	n.s.handler.Store(&h)
 	log.Info("leading", "store", n.engName, "epoch", uint64(t.Epoch()), "resources", cache.Len(),
 		"takeover_ms", time.Since(start).Milliseconds())
 

@@ -48,6 +48,17 @@ type Changes struct {
 	RevSet    bool                // Rev changed in this commit
 }
 
+// Bytes returns the bytes of the values c writes.
+func (c *Changes) Bytes() int {
+	n := 0
+	for _, e := range c.Entries {
+		if e != nil {
+			n += len(e.Value)
+		}
+	}
+	return n
+}
+
 // Empty reports whether c writes nothing.
 func (c *Changes) Empty() bool { return len(c.Resources) == 0 && len(c.Entries) == 0 && !c.RevSet }
 

@@ -1,6 +1,9 @@
 package state
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Member is a fence server that shares a replicated store with others.
 type Member struct {
@@ -36,4 +39,19 @@ type Elector interface {
 	// Members returns the servers that share the store now (those alive,
 	// as the engine knows them), this one included.
 	Members(ctx context.Context) ([]Member, error)
+}
+
+// EngineOptions configure a replicated engine (etcd.Store, postgres.Store)
+// when it is opened.
+type EngineOptions struct {
+	// Self is the server that opens it, as the others see it.
+	Self Member
+	// ElectionTTL is the lease of this server's leadership and membership:
+	// a leader that dies is replaced about this long after. Zero means the
+	// engine's default (2s).
+	ElectionTTL time.Duration
+	// UnsafeSkipEpochCheck makes commits skip the writer-epoch check. It
+	// exists only so that tests can show what the check prevents: never
+	// set it elsewhere.
+	UnsafeSkipEpochCheck bool
 }

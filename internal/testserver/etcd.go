@@ -157,6 +157,9 @@ func startEtcd(bin, dir string, n int, token string) (e *Etcd, retry bool, err e
 			"--initial-cluster-token", token,
 			"--heartbeat-interval", strconv.Itoa(etcdHeartbeatMS),
 			"--election-timeout", strconv.Itoa(etcdElectionMS),
+			// What fence's deployment guide asks for, so that a txn of the
+			// API's largest body (4 MiB) fits in one etcd request.
+			"--max-request-bytes", strconv.Itoa(10 << 20),
 			"--logger", "zap", // etcd 3.4's default, capnslog, is deprecated
 			"--log-outputs", "stderr",
 		}
