@@ -160,7 +160,7 @@ func newAPI(t testing.TB, addrs string, retryFor time.Duration) *httpapi.Client 
 // put → release on its own resource, through every server's address, and
 // records what was acknowledged.
 type load struct {
-	workers []*loadWorker
+	workers  []*loadWorker
 	ops      atomic.Int64
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -173,7 +173,7 @@ type loadWorker struct {
 	lastGrant  fence.Token // the last token granted; each must be greater
 	ackToken   fence.Token // the token of the last acknowledged put
 	ackValue   string
-	released   bool // the last grant was released; else a new acquire may get it back
+	released   bool   // the last grant was released; else a new acquire may get it back
 	regression string // a grant that was not greater than the one before, if any
 	errors     int
 }
