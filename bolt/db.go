@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -208,4 +209,36 @@ func (t *boltTx) Resources(fn func(name string, r state.Resource) error) error {
 		}
 		return fn(string(k), r)
 	})
+}
+
+// Export calls resource for every resource with state and entry for every
+// entry, in one read-only transaction, and returns the store revision: what
+// fence migrate copies into a shared store. Values passed to entry are
+// valid only during the call.
+func (db *DB) Export(ctx context.Context, resource func(name string, r state.Resource) error, entry func(resource, key string, e state.Entry) error) (fence.Rev, error) {
+	var rev fence.Rev
+	err := engine{db}.View(ctx, func(tx state.Tx) error {
+		var err error
+		if rev, err = tx.Rev(); err != nil {
+			return err
+		}
+		if err := tx.Resources(resource); err != nil {
+			return err
+		}
+		return tx.(*boltTx).entries.ForEach(func(k, v []byte) error {
+			res, key, ok := bytes.Cut(k, []byte{0})
+			if !ok {
+				return fmt.Errorf("%w: entry key %q", state.ErrCorrupt, k)
+			}
+			e, err := state.DecodeEntry(v)
+			if err != nil {
+				return fmt.Errorf("%w %q", err, k)
+			}
+			return entry(string(res), string(key), e)
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("bolt: export: %w", err)
+	}
+	return rev, nil
 }

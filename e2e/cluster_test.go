@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -548,4 +549,104 @@ func TestCluster_PostgresFailover(t *testing.T) {
 	t.Logf("load went on %s after the promotion", time.Since(promoted).Round(time.Millisecond))
 	l.finish()
 	l.check(t, newAPI(t, c.addrs(), 10*time.Second))
+}
+
+// TestCluster_Migrate moves an embedded store into etcd with fence migrate
+// and serves it from a cluster: tokens go on from the last issued, values
+// and leases are there; then fence bump, as after a restore from a backup,
+// fences every token issued before it.
+func TestCluster_Migrate(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	srv := start(t, dir)
+	api := newAPI(t, srv.URL, 0)
+	held, err := api.Acquire(ctx, "held", "H", time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last fence.Token
+	for range 3 {
+		l, err := api.Acquire(ctx, "orders", "A", time.Minute, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := api.Put(ctx, "orders", "total", []byte(fmt.Sprint("v", l.Token)), l.Token, fence.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := api.Release(ctx, "orders", l.Token); err != nil {
+			t.Fatal(err)
+		}
+		last = l.Token
+	}
+	srv.kill()
+
+	_, store := etcdStore(t)
+	out, err := exec.Command(binary, "migrate", "--from", dir, "--to", store).CombinedOutput()
+	if err != nil {
+		t.Fatalf("fence migrate: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "migrated 2 resources (1 leases), 1 values") {
+		t.Fatalf("fence migrate said %q", out)
+	}
+	if out, err := exec.Command(binary, "migrate", "--from", dir, "--to", store).CombinedOutput(); err == nil || !strings.Contains(string(out), "not empty") {
+		t.Fatalf("a second migrate into the same store: %v %s; want it refused as not empty", err, out)
+	}
+
+	c := startCluster(t, store, 2)
+	capi := newAPI(t, c.addrs(), 10*time.Second)
+	item, err := capi.Get(ctx, "orders", "total")
+	if err != nil || string(item.Value) != fmt.Sprint("v", last) || item.Token != last {
+		t.Fatalf("Get after migrate=%+v, %v; want v%d written with token %d", item, err, last, last)
+	}
+	l, err := capi.Acquire(ctx, "orders", "B", time.Minute, 0)
+	if err != nil || l.Token != last+1 {
+		t.Fatalf("Acquire after migrate=%+v, %v; want token %d", l, err, last+1)
+	}
+	if _, err := capi.Acquire(ctx, "held", "thief", time.Second, 0); !errors.Is(err, fence.ErrLockHeld) {
+		t.Fatalf("the migrated lease: another's acquire err=%v, want ErrLockHeld", err)
+	}
+	if _, err := capi.Renew(ctx, "held", held.Token, 0); err != nil {
+		t.Fatalf("the migrated lease's holder renews: %v", err)
+	}
+
+	// A restore from a backup would roll tokens back: bump raises them past
+	// anything issued, with the servers stopped.
+	for i := range c.servers {
+		c.kill(i)
+	}
+	out, err = exec.Command(binary, "bump", "--store", store, "--by", "1000").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "raised the tokens of 2 resources") {
+		t.Fatalf("fence bump: %v\n%s", err, out)
+	}
+	c.start(0)
+	c.waitLeader(30 * time.Second)
+	if _, err := capi.Put(ctx, "orders", "total", []byte("stale"), l.Token, fence.Cond{}); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("Put with a token from before the bump: err=%v, want ErrFenced", err)
+	}
+	if n, err := capi.Acquire(ctx, "orders", "C", time.Minute, 0); err != nil || n.Token != l.Token+1001 {
+		t.Fatalf("Acquire after the bump=%+v, %v; want token %d", n, err, l.Token+1001)
+	}
+}
+
+// TestCluster_MixedKeys checks that a server signing with another key than
+// the servers already on the store refuses to start: a new leader signs the
+// leases it restores with its own key.
+func TestCluster_MixedKeys(t *testing.T) {
+	_, store := etcdStore(t)
+	keys := t.TempDir()
+	for _, k := range []string{"a", "b"} {
+		if out, err := exec.Command(binary, "keygen", "--out", keys+"/"+k).CombinedOutput(); err != nil {
+			t.Fatalf("keygen: %v %s", err, out)
+		}
+	}
+	c := startCluster(t, store, 1, "--signing-key", keys+"/a")
+	ls, err := newAPI(t, c.addrs(), 0).Acquire(t.Context(), "r", "A", time.Minute, 0)
+	if err != nil || ls.Sequencer == "" {
+		t.Fatalf("Acquire=%+v, %v; want a signed lease", ls, err)
+	}
+	cmd := exec.Command(binary, "serve", "--store", store, "--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--signing-key", keys+"/b")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "same --signing-key") {
+		t.Fatalf("a server with another key: %v\n%s\nwant it to refuse to start", err, out)
+	}
 }

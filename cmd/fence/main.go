@@ -40,6 +40,8 @@ var commands = []struct {
 }{
 	{"serve", command{summary: "run the lock service and the fenced storage", run: serve}},
 	{"keygen", command{summary: "write a new sequencer signing key for serve --signing-key", run: keygenCmd}},
+	{"migrate", command{summary: "copy the embedded store into a shared one (etcd, PostgreSQL)", run: migrateCmd}},
+	{"bump", command{summary: "raise every token and the revision of a store restored from a backup", run: bumpCmd}},
 	{"lock", command{summary: "run a command under a lock, with its token in FENCE_TOKEN", run: lockCmd}},
 	{"acquire", command{summary: "acquire a lock and print the lease", run: acquireCmd}},
 	{"renew", command{summary: "renew a lease", run: renewCmd}},
