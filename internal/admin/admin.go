@@ -157,4 +157,3 @@ func (b *batcher) flush() error {
 		return nil
 	})
 }
-
