@@ -351,6 +351,17 @@ func TestCluster_LeaderKill(t *testing.T) {
 				t.Fatalf("round %d: another holder's acquire of %s: err=%v, want ErrLockHeld", round, ls.Resource(), err)
 			}
 		}
+		// Each holder renews through the new leader before the next
+		// failover: a renewal sent after the kill moves its deadline past
+		// kill + TTL - margin.
+		for _, ls := range leases {
+			for !ls.Deadline().After(killed.Add(7 * time.Second)) {
+				if err := ls.Err(); err != nil {
+					t.Fatalf("round %d: lease %s lost after the failover: %v", round, ls.Resource(), err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
 		c.start(leader) // it comes back as a standby
 	}
 	for _, ls := range leases {
