@@ -1,0 +1,211 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/internal/testserver"
+	"github.com/fence-lock/fence/server"
+)
+
+// A 3-member etcd cluster shared by the tests, started by TestMain: its
+// store URL (without prefix), or why it did not start.
+var (
+	etcdStore string
+	startErr  error
+	prefixN   int
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fence-server-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	e, etcdErr := testserver.StartEtcd(dir, 3)
+	if etcdErr == nil {
+		hosts := make([]string, 0, len(e.Members))
+		for _, m := range e.Members {
+			hosts = append(hosts, strings.TrimPrefix(m.ClientURL, "http://"))
+		}
+		etcdStore = "etcd://" + strings.Join(hosts, ",")
+	} else {
+		startErr = etcdErr
+	}
+	code := m.Run()
+	if e != nil {
+		e.Close()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// startServer runs a server on the shared etcd under prefix, behind httptest.
+func startServer(t *testing.T, prefix string) (*server.Server, string) {
+	t.Helper()
+	testserver.Require(t, startErr)
+	hs := httptest.NewUnstartedServer(nil)
+	url := "http://" + hs.Listener.Addr().String()
+	s, err := server.Open(t.Context(), server.Config{
+		Store:     etcdStore + prefix,
+		Advertise: url,
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.Config.Handler = s
+	hs.Start()
+	t.Cleanup(func() {
+		hs.Close()
+		s.Close()
+	})
+	return s, url
+}
+
+func cluster(t *testing.T, url string) httpapi.ClusterStatus {
+	t.Helper()
+	resp, err := http.Get(url + "/v1/cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st httpapi.ClusterStatus
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not %s after 20s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func status(url string) int {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestServer_Standby checks that a standby serves every request through the
+// leader, long polls included, and answers the local routes itself.
+func TestServer_Standby(t *testing.T) {
+	prefixN++
+	prefix := fmt.Sprintf("/server-test/%d/", prefixN)
+	_, leaderURL := startServer(t, prefix)
+	waitFor(t, "leading", func() bool { return cluster(t, leaderURL).Role == httpapi.RoleLeader })
+	_, standbyURL := startServer(t, prefix)
+	waitFor(t, "standing by with a leader", func() bool { return status(standbyURL+"/readyz") == 200 })
+
+	st := cluster(t, standbyURL)
+	if st.Role != httpapi.RoleStandby || st.Leader != leaderURL || st.Store != "etcd" || st.Epoch == 0 || len(st.Servers) != 2 {
+		t.Fatalf("standby's /v1/cluster=%+v; want standby, leader %s, etcd, 2 servers", st, leaderURL)
+	}
+	if lst := cluster(t, leaderURL); lst.Role != httpapi.RoleLeader || lst.Leader != leaderURL || lst.Epoch != st.Epoch {
+		t.Fatalf("leader's /v1/cluster=%+v", lst)
+	}
+
+	ctx := t.Context()
+	viaStandby, err := httpapi.NewClient(standbyURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaStandby.RetryFor = 0
+	a, err := viaStandby.Acquire(ctx, "r", "A", time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := viaStandby.Put(ctx, "r", "k", []byte("v"), a.Token, fence.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	if item, err := viaStandby.Get(ctx, "r", "k"); err != nil || string(item.Value) != "v" || item.Token != a.Token {
+		t.Fatalf("Get through the standby=%+v, %v", item, err)
+	}
+	// A long poll through the standby: B waits for A's lease to expire.
+	start := time.Now()
+	b, err := viaStandby.Acquire(ctx, "r", "B", time.Second, 10*time.Second)
+	if err != nil || b.Token != a.Token+1 || time.Since(start) < 500*time.Millisecond {
+		t.Fatalf("B's waiting acquire through the standby=%+v, %v after %s; want token %d after A's lease ended", b, err, time.Since(start), a.Token+1)
+	}
+	var fenced *fence.FencedError
+	if _, err := viaStandby.Put(ctx, "r", "k", []byte("stale"), a.Token, fence.Cond{}); !errors.As(err, &fenced) || fenced.LastFence != b.Token {
+		t.Fatalf("A's stale put through the standby: err=%v, want FencedError with last fence %d", err, b.Token)
+	}
+
+	// A request already forwarded once is not forwarded again.
+	req, _ := http.NewRequestWithContext(ctx, "GET", standbyURL+"/v1/fences/r", nil)
+	req.Header.Set(httpapi.ForwardedHeader, "http://127.0.0.1:1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.Contains(string(body), `"not_leader"`) {
+		t.Fatalf("a forwarded request at a standby: %d %s; want 503 not_leader", resp.StatusCode, body)
+	}
+}
+
+// TestServer_Resign checks that a leader that closes hands over at once:
+// the standby leads well before the election TTL would have run out.
+func TestServer_Resign(t *testing.T) {
+	prefixN++
+	prefix := fmt.Sprintf("/server-test/%d/", prefixN)
+	first, firstURL := startServer(t, prefix)
+	waitFor(t, "leading", func() bool { return cluster(t, firstURL).Role == httpapi.RoleLeader })
+	_, nextURL := startServer(t, prefix)
+	waitFor(t, "standing by", func() bool { return status(nextURL+"/readyz") == 200 })
+	api, _ := httpapi.NewClient(firstURL)
+	l, err := api.Acquire(t.Context(), "r", "A", time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := time.Now()
+	first.Close()
+	waitFor(t, "leading after the resignation", func() bool { return cluster(t, nextURL).Role == httpapi.RoleLeader })
+	if took := time.Since(closed); took > 1500*time.Millisecond {
+		t.Errorf("takeover after a resignation took %s, want well under the election TTL", took)
+	}
+	next, _ := httpapi.NewClient(nextURL)
+	if _, err := next.Renew(context.Background(), "r", l.Token, 0); err != nil {
+		t.Fatalf("the lease after the handover: %v", err)
+	}
+}
+
+func TestOpen_BadConfig(t *testing.T) {
+	for _, cfg := range []server.Config{
+		{},
+		{Store: "redis://127.0.0.1:6379", Advertise: "http://127.0.0.1:1"},
+		{Store: "etcd://127.0.0.1:1/x"},
+		{Store: "etcd://127.0.0.1:1/x", Advertise: "ftp://x"},
+		{Store: "etcd://127.0.0.1:1/x", Advertise: "http://127.0.0.1:1/path"},
+	} {
+		if s, err := server.Open(t.Context(), cfg); err == nil {
+			s.Close()
+			t.Errorf("Open(%+v): want an error", cfg)
+		}
+	}
+}
