@@ -78,102 +78,28 @@ func newPrefix(t testing.TB) string {
 }
 
 // newStore returns a Store for server url on prefix, closed when t ends.
-func newStore(t testing.TB, prefix, url string, unsafe ...bool) *etcd.Store {
+func newStore(t testing.TB, prefix, url string, unsafe bool) *etcd.Store {
 	t.Helper()
-	s := etcd.NewStore(clusterClient(t), prefix, state.EngineOptions{Self: state.Member{URL: url}, UnsafeSkipEpochCheck: len(unsafe) > 0 && unsafe[0]})
+	s := etcd.NewStore(clusterClient(t), prefix, state.EngineOptions{Self: state.Member{URL: url}, UnsafeSkipEpochCheck: unsafe})
 	t.Cleanup(func() { s.Close() })
 	return s
 }
 
-// lead campaigns with s and returns a DB on a Cache of its term.
-func lead(t testing.TB, s *etcd.Store) (*state.DB, state.Term) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	term, err := s.Campaign(ctx)
-	if err != nil {
-		t.Fatalf("Campaign: %v", err)
-	}
-	c, err := state.NewCache(ctx, s, term.Epoch())
-	if err != nil {
-		t.Fatalf("NewCache: %v", err)
-	}
-	db := state.NewDB("etcd", c)
-	t.Cleanup(func() {
-		db.Close()
-		term.Resign(context.Background())
-	})
-	return db, term
-}
-
-func openLeader(t *testing.T) fencetest.Backend {
-	db, _ := lead(t, newStore(t, newPrefix(t), "http://127.0.0.1:1"))
-	return db
-}
-
-func TestStore_Store(t *testing.T) { fencetest.TestStore(t, openLeader) }
-
-func TestStore_Ledger(t *testing.T) { fencetest.TestLedger(t, openLeader) }
-
-// TestStore_Takeover checks invariant 9 on etcd: once another server has
-// raised the writer epoch, the old leader commits nothing; and, as a
-// negative control, that without the epoch check it would.
-func TestStore_Takeover(t *testing.T) {
-	for _, unsafe := range []bool{false, true} {
-		t.Run(fmt.Sprintf("SkipEpochCheck=%v", unsafe), func(t *testing.T) {
-			ctx := t.Context()
-			prefix := newPrefix(t)
-			a := newStore(t, prefix, "http://127.0.0.1:1", unsafe)
-			b := newStore(t, prefix, "http://127.0.0.1:2")
-			dbA, termA := lead(t, a)
-			tok, err := dbA.Grant(ctx, "r", "A", time.Minute, time.Now().Add(time.Minute))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := dbA.Put(ctx, "r", "k", []byte("A"), tok, fence.Cond{}); err != nil {
-				t.Fatal(err)
-			}
-
-			// A is paused, as far as B can tell: its leadership ends in the
-			// engine (its lease is revoked) without A knowing.
-			bC := make(chan *state.DB, 1)
-			go func() { db, _ := lead(t, b); bC <- db }()
-			if err := revokeLease(ctx, t, prefix); err != nil {
-				t.Fatal(err)
-			}
-			dbB := <-bC
-			if m, _, ok, err := b.Leader(ctx); err != nil || !ok || m.URL != "http://127.0.0.1:2" {
-				t.Fatalf("Leader=%v, %v, %v; want B", m, ok, err)
-			}
-			tokB, err := dbB.Grant(ctx, "r", "B", time.Minute, time.Now().Add(time.Minute))
-			if err != nil || tokB != tok+1 {
-				t.Fatalf("B: Grant=%d, %v; want %d", tokB, err, tok+1)
-			}
-
-			// A wakes up and writes with its stale state.
-			_, err = dbA.Put(ctx, "r", "k", []byte("zombie"), tok, fence.Cond{})
-			item, gerr := dbB.Get(ctx, "r", "k")
-			if gerr != nil {
-				t.Fatal(gerr)
-			}
-			if unsafe {
-				if err != nil || string(item.Value) != "zombie" {
-					t.Fatalf("without the epoch check: Put err=%v, value %q; want the zombie's write applied (the check is what stops it)", err, item.Value)
+func TestStore(t *testing.T) {
+	cluster(t)
+	fencetest.TestReplicated(t, func(t *testing.T) fencetest.ReplicatedStore {
+		prefix := newPrefix(t)
+		return fencetest.ReplicatedStore{
+			Open: func(t *testing.T, url string, unsafe bool) fencetest.Replicated {
+				return newStore(t, prefix, url, unsafe)
+			},
+			EndLeadership: func(t *testing.T) {
+				if err := revokeLease(t.Context(), t, prefix); err != nil {
+					t.Fatal(err)
 				}
-				return
-			}
-			if !errors.Is(err, state.ErrDeposed) || !errors.Is(err, fence.ErrNotLeader) {
-				t.Fatalf("deposed leader: Put err=%v, want ErrDeposed", err)
-			}
-			if string(item.Value) != "A" {
-				t.Fatalf("value %q, want A: the deposed leader's write must apply nothing", item.Value)
-			}
-			if _, err := dbA.Fence(ctx, "r"); !errors.Is(err, state.ErrDeposed) {
-				t.Fatalf("deposed leader: read err=%v, want ErrDeposed (no answer from stale memory)", err)
-			}
-			_ = termA
-		})
-	}
+			},
+		}
+	})
 }
 
 // revokeLease revokes the lease of the first election key under prefix: the
@@ -200,7 +126,7 @@ func revokeLease(ctx context.Context, t *testing.T, prefix string) error {
 // are batched below the limits.
 func TestStore_Limits(t *testing.T) {
 	ctx := t.Context()
-	db, _ := lead(t, newStore(t, newPrefix(t), "http://127.0.0.1:1"))
+	db, _ := fencetest.Lead(t, newStore(t, newPrefix(t), "http://127.0.0.1:1", false))
 	tok, err := db.Grant(ctx, "r", "A", time.Minute, time.Now().Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)

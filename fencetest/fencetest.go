@@ -230,8 +230,8 @@ var apiErrors = []error{
 	fence.ErrTooLarge,
 }
 
-// state is what a test can observe of a backend through the interfaces.
-type state struct {
+// observed is what a test can observe of a backend through the interfaces.
+type observed struct {
 	fences     map[string]fence.Token
 	lastTokens map[string]fence.Token
 	items      map[string]string // "resource/key" -> description; absent keys are missing
@@ -239,9 +239,9 @@ type state struct {
 
 // observe reads the fences and last tokens of resources and the items of
 // keys, given as "resource/key" pairs.
-func observe(t *testing.T, b Backend, resources []string, keys [][2]string) state {
+func observe(t *testing.T, b Backend, resources []string, keys [][2]string) observed {
 	t.Helper()
-	s := state{fences: map[string]fence.Token{}, lastTokens: map[string]fence.Token{}, items: map[string]string{}}
+	s := observed{fences: map[string]fence.Token{}, lastTokens: map[string]fence.Token{}, items: map[string]string{}}
 	for _, r := range resources {
 		s.fences[r] = fenceOf(t, b, r)
 		s.lastTokens[r] = lastToken(t, b, r)
@@ -260,7 +260,7 @@ func observe(t *testing.T, b Backend, resources []string, keys [][2]string) stat
 }
 
 // same fails the test where now differs from before.
-func (before state) same(t *testing.T, now state) {
+func (before observed) same(t *testing.T, now observed) {
 	t.Helper()
 	for r, f := range before.fences {
 		if now.fences[r] != f {

@@ -40,7 +40,7 @@ func newWorld(t *testing.T, open func(t *testing.T) Backend) *world {
 	return w
 }
 
-func (w *world) observe(t *testing.T) state {
+func (w *world) observe(t *testing.T) observed {
 	t.Helper()
 	return observe(t, w.b, append([]string{"a", "b", "probe", "never"}, w.extra...), [][2]string{
 		{"a", "k"}, {"a", "x"}, {"a", "gone"}, {"b", "k"}, {"b", "gone"}, {"never", "k"}, {"probe", "p"},

@@ -402,6 +402,7 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	defer conn.Release()
 	br := conn.SendBatch(ctx, b)
 	var first error
+	firstAt := -1 // the statement that failed first
 	var commitTag pgconn.CommandTag
 	for i := range b.Len() {
 		tag, err := br.Exec()
@@ -409,7 +410,7 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 			commitTag = tag
 		}
 		if err != nil && first == nil {
-			first = err
+			first, firstAt = err, i
 		}
 	}
 	closeErr := br.Close()
@@ -422,8 +423,11 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	switch {
 	case errors.As(first, &pgErr) && pgErr.Code == codeDeposed:
 		return fmt.Errorf("postgres: commit: %w", state.ErrDeposed)
-	case errors.As(first, &pgErr):
-		// The server refused a statement: the transaction rolled back.
+	case errors.As(first, &pgErr) && firstAt < b.Len()-1:
+		// The server refused a statement before COMMIT: the transaction
+		// rolled back. An error of COMMIT itself may come after the
+		// transaction was committed on the primary (a backend terminated
+		// while it waited for the standby): its outcome is unknown.
 		return fmt.Errorf("postgres: commit: %w: %w", state.ErrNotApplied, first)
 	case first != nil:
 		return fmt.Errorf("postgres: commit: %w", first)

@@ -1,0 +1,106 @@
+package fencetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/state"
+)
+
+// Replicated is a replicated engine as fence's servers use it: the state
+// and the leadership of a store that several servers share.
+type Replicated interface {
+	state.Remote
+	state.Elector
+}
+
+// ReplicatedStore opens servers on one shared, empty store of a replicated
+// engine, for TestReplicated.
+type ReplicatedStore struct {
+	// Open opens the engine as the server url, with the writer-epoch check
+	// skipped if unsafe; it is closed when t ends.
+	Open func(t *testing.T, url string, unsafe bool) Replicated
+	// EndLeadership ends, behind its back, the leadership of the server that
+	// leads the store now (its lease runs out as if it were paused), so that
+	// another can campaign and win.
+	EndLeadership func(t *testing.T)
+}
+
+// TestReplicated checks a replicated engine: the store and ledger suites on
+// a leader's Cache (TestStore, TestLedger), and invariant 9 — once another
+// server has taken over, the old leader commits nothing and answers no read
+// from its memory; with the epoch check skipped (the negative control) its
+// stale write does get in. newStore returns a new, empty shared store.
+func TestReplicated(t *testing.T, newStore func(t *testing.T) ReplicatedStore) {
+	open := func(t *testing.T) Backend {
+		db, _ := Lead(t, newStore(t).Open(t, "http://127.0.0.1:1", false))
+		return db
+	}
+	t.Run("Store", func(t *testing.T) { TestStore(t, open) })
+	t.Run("Ledger", func(t *testing.T) { TestLedger(t, open) })
+	t.Run("Takeover", func(t *testing.T) { testTakeover(t, newStore, false) })
+	t.Run("TakeoverWithoutEpochCheck", func(t *testing.T) { testTakeover(t, newStore, true) })
+}
+
+// Lead campaigns with r, and returns a DB on a state.Cache of the term it
+// wins; both end when t does.
+func Lead(t testing.TB, r Replicated) (*state.DB, state.Term) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	term, err := r.Campaign(ctx)
+	if err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	c, err := state.NewCache(ctx, r, term.Epoch())
+	if err != nil {
+		t.Fatalf("NewCache: %v", err)
+	}
+	db := state.NewDB("replicated", c)
+	t.Cleanup(func() {
+		db.Close()
+		term.Resign(context.Background())
+	})
+	return db, term
+}
+
+func testTakeover(t *testing.T, newStore func(t *testing.T) ReplicatedStore, unsafe bool) {
+	ctx := t.Context()
+	st := newStore(t)
+	a := st.Open(t, "http://127.0.0.1:1", unsafe)
+	b := st.Open(t, "http://127.0.0.1:2", false)
+	dbA, _ := Lead(t, a)
+	tok := grant(t, dbA, "r", "A")
+	put(t, dbA, "r", "k", "A", tok, fence.Cond{})
+
+	st.EndLeadership(t)
+	dbB, _ := Lead(t, b)
+	if m, _, ok, err := b.Leader(ctx); err != nil || !ok || m.URL != "http://127.0.0.1:2" {
+		t.Fatalf("Leader=%+v, %v, %v; want B", m, ok, err)
+	}
+	if tokB := grant(t, dbB, "r", "B"); tokB != tok+1 {
+		t.Fatalf("B: Grant=%d, want %d (the tokens go on)", tokB, tok+1)
+	}
+
+	// A wakes up and writes with its stale state.
+	_, err := dbA.Put(ctx, "r", "k", []byte("zombie"), tok, fence.Cond{})
+	item := get(t, dbB, "r", "k")
+	if unsafe {
+		if err != nil || string(item.Value) != "zombie" {
+			t.Fatalf("without the epoch check: Put err=%v, value %q; want the stale write applied (the check is what stops it)", err, item.Value)
+		}
+		return
+	}
+	if !errors.Is(err, state.ErrDeposed) || !errors.Is(err, fence.ErrNotLeader) {
+		t.Fatalf("deposed leader: Put err=%v, want ErrDeposed", err)
+	}
+	if string(item.Value) != "A" {
+		t.Fatalf("value %q, want A: the deposed leader's write must apply nothing", item.Value)
+	}
+	if _, err := dbA.Fence(ctx, "r"); !errors.Is(err, state.ErrDeposed) {
+		t.Fatalf("deposed leader: read err=%v, want ErrDeposed (no answer from stale memory)", err)
+	}
+}
