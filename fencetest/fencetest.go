@@ -5,6 +5,9 @@
 //	func TestStore(t *testing.T)  { fencetest.TestStore(t, open) }
 //	func TestLedger(t *testing.T) { fencetest.TestLedger(t, open) }
 //
+// Replicated engines (etcd, PostgreSQL) run TestReplicated, which adds the
+// takeover by another server to those suites; guards run TestGuard.
+//
 // The suites check the rules of API.md ("Fenced storage") and the invariants of
 // DESIGN.md through the Go interfaces only. Tokens come only from
 // Ledger.Grant, as they do in a running service, so every accepted write
