@@ -53,16 +53,20 @@ func TestMain(m *testing.M) {
 }
 
 // startServer runs a server on the shared etcd under prefix, behind httptest.
-func startServer(t *testing.T, prefix string) (*server.Server, string) {
+func startServer(t *testing.T, prefix string, lockDelay ...time.Duration) (*server.Server, string) {
 	t.Helper()
 	testserver.Require(t, startErr)
 	hs := httptest.NewUnstartedServer(nil)
 	url := "http://" + hs.Listener.Addr().String()
-	s, err := server.Open(t.Context(), server.Config{
+	cfg := server.Config{
 		Store:     etcdStore + prefix,
 		Advertise: url,
 		Logger:    slog.New(slog.DiscardHandler),
-	})
+	}
+	if len(lockDelay) > 0 {
+		cfg.LockDelay = lockDelay[0]
+	}
+	s, err := server.Open(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +196,34 @@ func TestServer_Resign(t *testing.T) {
 	next, _ := httpapi.NewClient(nextURL)
 	if _, err := next.Renew(context.Background(), "r", l.Token, 0); err != nil {
 		t.Fatalf("the lease after the handover: %v", err)
+	}
+}
+
+// TestServer_LockDelayTakeover checks that a lock-delay in progress
+// survives a takeover, with its full length from the takeover.
+func TestServer_LockDelayTakeover(t *testing.T) {
+	prefixN++
+	prefix := fmt.Sprintf("/server-test/%d/", prefixN)
+	first, firstURL := startServer(t, prefix, 3*time.Second)
+	waitFor(t, "leading", func() bool { return cluster(t, firstURL).Role == httpapi.RoleLeader })
+	_, nextURL := startServer(t, prefix, 3*time.Second)
+	api, _ := httpapi.NewClient(firstURL)
+	api.RetryFor = 0
+	if _, err := api.Acquire(t.Context(), "r", "A", 50*time.Millisecond, 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // expired: a delay of 3s started, and is recorded
+	if _, err := api.Acquire(t.Context(), "r", "B", time.Second, 0); !errors.Is(err, fence.ErrLockHeld) {
+		t.Fatalf("during the delay: err=%v, want ErrLockHeld", err)
+	}
+	first.Close()
+	waitFor(t, "leading", func() bool { return cluster(t, nextURL).Role == httpapi.RoleLeader })
+	next, _ := httpapi.NewClient(nextURL)
+	next.RetryFor = 0
+	_, err := next.Acquire(t.Context(), "r", "B", time.Second, 0)
+	var held *fence.LockHeldError
+	if !errors.As(err, &held) || held.RetryAfter < 2*time.Second {
+		t.Fatalf("after the takeover: err=%v, want LockHeldError with the delay's full length left", err)
 	}
 }
 
