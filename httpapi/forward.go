@@ -31,8 +31,12 @@ const ForwardedHeader = "Fence-Forwarded-By"
 type Forwarder struct {
 	// Self is this server's advertise URL, sent in ForwardedHeader.
 	Self string
-	// Leader returns the leader's base URL, and false while none leads.
-	Leader func() (string, bool)
+	// Leader returns the leader's base URL and a context that ends when
+	// that server stops being the leader (as this server learns it), or
+	// false while none leads. A forwarded request still waiting for its
+	// answer when the context ends is cut short and answered unavailable,
+	// so that requests held by a leader that froze are not held for ever.
+	Leader func() (string, context.Context, bool)
 	// Transport sends the forwarded requests. Default: a clone of
 	// http.DefaultTransport.
 	Transport http.RoundTripper
@@ -55,7 +59,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, fmt.Errorf("%w: this server does not lead either (forwarded by %s)", fence.ErrNotLeader, by), "")
 		return
 	}
-	leader, ok := f.Leader()
+	leader, term, ok := f.Leader()
 	if !ok {
 		writeProblem(w, fmt.Errorf("%w: no server leads the store right now (an election is in progress)", fence.ErrNotLeader), "")
 		return
@@ -70,8 +74,11 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(fence.MaxWait + 30*time.Second))
 		_ = err // not every ResponseWriter has a deadline; then there is none to extend
 	}
-	r = r.WithContext(withTarget(r.Context(), target))
-	f.reverseProxy().ServeHTTP(w, r)
+	ctx, cancel := context.WithCancel(withTarget(r.Context(), target))
+	defer cancel()
+	stop := context.AfterFunc(term, cancel)
+	defer stop()
+	f.reverseProxy().ServeHTTP(w, r.WithContext(ctx))
 }
 
 func (f *Forwarder) reverseProxy() *httputil.ReverseProxy {
@@ -97,6 +104,9 @@ func (f *Forwarder) init() {
 			if errors.As(err, &op) && op.Op == "dial" {
 				writeProblem(w, fmt.Errorf("%w: the leader %s cannot be reached: %v", fence.ErrNotLeader, targetFrom(r.Context()), err), "")
 				return
+			}
+			if r.Context().Err() != nil && !errors.Is(r.Context().Err(), context.DeadlineExceeded) {
+				err = errors.New("the leader was replaced while the request waited for its answer")
 			}
 			writeProblem(w, fmt.Errorf("%w: forwarding to the leader %s failed, outcome unknown: %v", fence.ErrClosed, targetFrom(r.Context()), err), "")
 		},

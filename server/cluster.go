@@ -77,11 +77,26 @@ type node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	leading *term          // non-nil while this server leads
-	epoch   state.Epoch    // the epoch this server leads under, or the last it saw
-	leader  string         // the leader's URL, "" while none
-	members []state.Member // as last read
+	mu           sync.Mutex
+	leading      *term              // non-nil while this server leads
+	epoch        state.Epoch        // the epoch this server leads under, or the last it saw
+	leader       string             // the leader's URL, "" while none
+	leaderCtx    context.Context    // ends when leader changes; forwarded requests end with it
+	leaderCancel context.CancelFunc // ends leaderCtx
+	members      []state.Member     // as last read
+}
+
+// setLeaderLocked records the leader's URL; when it changes, requests
+// forwarded to the one before are cut short.
+func (n *node) setLeaderLocked(url string) {
+	if url == n.leader && n.leaderCtx != nil {
+		return
+	}
+	if n.leaderCancel != nil {
+		n.leaderCancel()
+	}
+	n.leader = url
+	n.leaderCtx, n.leaderCancel = context.WithCancel(context.Background())
 }
 
 // openCluster starts the server on a replicated engine, as a standby that
@@ -201,7 +216,8 @@ func (n *node) lead(t state.Term) {
 	var h http.Handler = tm.api
 	n.s.handler.Store(&h)
 	n.mu.Lock()
-	n.leading, n.epoch, n.leader = tm, t.Epoch(), n.self.URL
+	n.leading, n.epoch = tm, t.Epoch()
+	n.setLeaderLocked(n.self.URL)
 	n.mu.Unlock()
 	log.Info("leading", "store", n.engName, "epoch", uint64(t.Epoch()), "resources", cache.Len(),
 		"takeover_ms", time.Since(start).Milliseconds())
@@ -218,7 +234,8 @@ func (n *node) lead(t state.Term) {
 	var standby http.Handler = n.standby
 	n.s.handler.Store(&standby)
 	n.mu.Lock()
-	n.leading, n.leader = nil, ""
+	n.leading = nil
+	n.setLeaderLocked("")
 	n.mu.Unlock()
 	tm.locks.Close()
 	db.Close()
@@ -239,9 +256,9 @@ func (n *node) watch() {
 		if n.leading == nil {
 			switch {
 			case err != nil || !ok:
-				n.leader = ""
+				n.setLeaderLocked("")
 			default:
-				n.leader = leader.URL
+				n.setLeaderLocked(leader.URL)
 			}
 			if err == nil {
 				n.epoch = max(n.epoch, epoch)
@@ -255,22 +272,23 @@ func (n *node) watch() {
 	}
 }
 
-// leaderURL returns the leader to forward to.
-func (n *node) leaderURL() (string, bool) {
+// leaderURL returns the leader to forward to, and a context that ends when
+// it is no longer the leader.
+func (n *node) leaderURL() (string, context.Context, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.leading != nil || n.leader == "" || n.leader == n.self.URL {
 		// Leading: the API serves; a standby that believes itself leader
 		// is between terms.
-		return "", false
+		return "", nil, false
 	}
-	return n.leader, true
+	return n.leader, n.leaderCtx, true
 }
 
 // ready reports whether a standby would serve a request: it knows a leader
 // to forward to.
 func (n *node) ready() error {
-	if _, ok := n.leaderURL(); !ok {
+	if _, _, ok := n.leaderURL(); !ok {
 		return errors.New("no server leads the store right now")
 	}
 	return nil
@@ -313,6 +331,11 @@ func (n *node) drain() {
 func (n *node) close() error {
 	n.cancel()
 	n.wg.Wait()
+	n.mu.Lock()
+	if n.leaderCancel != nil {
+		n.leaderCancel()
+	}
+	n.mu.Unlock()
 	return n.eng.Close()
 }
 

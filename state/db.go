@@ -65,7 +65,8 @@ const DefaultMaxBatch = 512
 // during that commit go in the next one, committed by a goroutine of the DB.
 // When a commit fails in a way that leaves its outcome unknown (or the
 // engine's epoch is deposed), the DB stops taking changes: every later change
-// returns that failure, and Done is closed.
+// returns that failure (wrapping fence.ErrClosed, or ErrDeposed), and Done
+// is closed.
 type DB struct {
 	name     string // the engine's package name, which prefixes errors
 	engine   Engine
@@ -242,7 +243,10 @@ func (db *DB) commit(batch []*op) {
 	case errors.Is(err, ErrDeposed):
 		db.fail(err)
 	case applied && !errors.Is(err, ErrNotApplied):
-		db.fail(fmt.Errorf("%s: commit failed, outcome unknown: %w", db.name, err))
+		// fence.ErrClosed: the API answers 503 unavailable, which says
+		// that the outcome is unknown and lets clients retry what is safe
+		// to repeat, on another server after a failover.
+		db.fail(fmt.Errorf("%s: commit failed, outcome unknown: %w: %w", db.name, fence.ErrClosed, err))
 	case len(batch) > 1:
 		for _, o := range batch {
 			db.commit([]*op{o})
