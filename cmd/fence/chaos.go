@@ -21,6 +21,9 @@ const chaosExamples = `  fence chaos --duration 1m                        # embe
   fence chaos --duration 5m --seed 42 --history run.jsonl -o json
   fence chaos --addr http://fence.internal:7700 --faults pause,net --duration 10m
   fence chaos --unsafe --duration 30s              # storage without fencing: must find violations
+  fence chaos --cluster etcd --duration 2m         # 3 servers on 3 etcd members, every cluster fault
+  fence chaos --cluster postgres --faults leader-pause,engine-kill --duration 1m
+  fence chaos --cluster etcd --unsafe-epoch --duration 30s   # no writer-epoch check: must find violations
 `
 
 const chaosHelp = `Runs client processes that loop acquire -> read -> fenced write(s) derived from
@@ -43,19 +46,47 @@ not available. It writes keys k0..k<keys-1> of resources r0..r<resources-1>.
 --unsafe runs the same workload with the storage on a store that ignores
 fencing tokens: the checker must report violations there.
 
+--cluster etcd|postgres starts a cluster and tests it: the engine (3 etcd
+members, or a PostgreSQL primary with a synchronous standby, from Debian's
+etcd-server and postgresql), 3 fence serve --store on it and the clients, all
+on loopback, all stopped at the end. Client i talks to server i mod 3 only,
+through a proxy of its own (net); a standby forwards to the leader. Its
+faults (default: all of pause, net and these; kill is refused):
+  leader-kill   kill -9 the leading server, restart it on its port after
+                about the election TTL: it rejoins as a standby
+  leader-pause  SIGSTOP the leading server for the election TTL + the TTL +
+                1-3 s, then SIGCONT: another takes over meanwhile, and the
+                old one wakes with its clients' requests queued on it; one
+                of them, stopped before a write, sends that write with its
+                now stale token once the new leader has granted the
+                resource anew
+  engine-kill   etcd: kill -9 the Raft leader, restart it after 0.5-2 s.
+                postgres: kill -9 the primary and promote the synchronous
+                standby, once per run (no synchronous standby is left)
+  engine-net    net's faults between the servers and one or every engine
+                node, through a proxy in front of each, for up to twice
+                the election TTL
+--election-ttl is passed to the servers (default theirs, 2s; etcd counts
+whole seconds, at least 2). --unsafe-epoch starts them with the writer-epoch
+check off, and favours leader-pause (two faults in three): a deposed leader's
+commits then go through, and the checker must report violations (a 30 s run
+found them every time we tried).
+
 -o json prints one object: ops, faults (by kind), accepted, fenced,
-violations, lost_acked_writes, pauses_past_ttl, fenced_by_pauses, checkers,
-linearizability, seed, duration_s, history, html, ok.`
+violations, lost_acked_writes, pauses_past_ttl, fenced_by_pauses,
+server_restarts, takeovers, checkers, linearizability, seed, duration_s,
+history, cluster, unsafe_epoch, ok.`
 
 // chaosCmd is fence chaos.
 func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	var (
 		cfg                      chaos.Config
-		addr, faults, hist, out  string
+		addr, hist, out          string
 		seed                     uint64
 		clients, resources, keys int
 	)
-	fs := newFlagSet("chaos", "fence chaos [--addr URL] [--duration D] [--clients N] [--resources M] [--seed S] [--faults pause,kill,net] [--unsafe] [--history FILE] [-o json]\n\n"+chaosHelp, chaosExamples, std.err)
+	var faults faultsFlag
+	fs := newFlagSet("chaos", "fence chaos [--addr URL | --cluster etcd|postgres [--unsafe-epoch]] [--duration D] [--clients N] [--resources M] [--seed S] [--faults KINDS] [--unsafe] [--history FILE] [-o json]\n\n"+chaosHelp, chaosExamples, std.err)
 	fs.StringVar(&addr, "addr", "", "base `URL` of a fence server to test (default: an embedded one)")
 	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the workload runs")
 	fs.IntVar(&clients, "clients", 6, "client processes")
@@ -63,11 +94,14 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&keys, "keys", 2, "keys per resource")
 	fs.DurationVar(&cfg.TTL, "ttl", time.Second, "the clients' lease TTL")
 	fs.Uint64Var(&seed, "seed", 0, "seed of the fault schedule and the workload (default: random, printed)")
-	fs.StringVar(&faults, "faults", "pause,kill,net", "fault kinds to inject: pause, kill, net (comma-separated; empty for none)")
+	fs.Var(&faults, "faults", "fault `kinds` to inject, comma-separated, empty for none: pause, kill, net (default all three); with --cluster pause, net, leader-kill, leader-pause, engine-kill, engine-net (default all six)")
 	fs.IntVar(&cfg.TxnPercent, "txn-percent", 20, "percent of client cycles that are two-resource transactions")
 	fs.DurationVar(&cfg.Think, "think", 25*time.Millisecond, "mean pause between a client's cycles; less load makes a history porcupine can check in minutes")
 	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "storage on a store that does not check fences (the checker must find violations)")
-	fs.StringVar(&hist, "history", "", "write the history as JSON lines to `FILE` (and the linearizability HTML next to it on failure)")
+	fs.StringVar(&cfg.Cluster, "cluster", "", "start a cluster and test it: `engine` etcd (3 members) or postgres (primary and synchronous standby), with 3 fence servers on it")
+	fs.DurationVar(&cfg.ElectionTTL, "election-ttl", 0, "with --cluster: the servers' --election-ttl (default theirs, 2s); leader-pause outlasts it")
+	fs.BoolVar(&cfg.UnsafeEpoch, "unsafe-epoch", false, "with --cluster: the servers skip the writer-epoch check, and two faults in three are leader-pauses (the checker must find violations)")
+	fs.StringVar(&hist, "history", "", "write the history as JSON lines to `FILE` (and the linearizability HTML next to it on failure; with --cluster, the servers' logs fence1.log ... too, which without --history are kept only on failure)")
 	fs.StringVar(&out, "o", "text", "output `format`: text or json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -78,8 +112,11 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	if strings.TrimSpace(faults) != "" {
-		cfg.Faults = strings.Split(faults, ",")
+	if !faults.set {
+		faults.value = strings.Join(chaos.DefaultFaults(cfg.Cluster), ",")
+	}
+	if strings.TrimSpace(faults.value) != "" {
+		cfg.Faults = strings.Split(faults.value, ",")
 	}
 	binary, err := os.Executable()
 	if err != nil {
@@ -97,8 +134,31 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	if err := cfg.Validate(); err != nil {
 		return &usageError{err}
 	}
+	// With --cluster, the servers' logs go next to the history; without
+	// --history, into the directory that keeps the evidence if the checker
+	// finds violations, removed otherwise.
+	evidence := ""
+	if cfg.Cluster != "" {
+		if hist != "" {
+			cfg.LogDir = filepath.Dir(hist)
+		} else if dir, err := os.MkdirTemp("", "fence-chaos-failed-"); err == nil {
+			cfg.LogDir, evidence = dir, dir
+			defer func() {
+				if evidence != "" {
+					os.RemoveAll(evidence)
+				}
+			}()
+		}
+	}
+	target := map[bool]string{true: ", UNSAFE storage"}[cfg.Unsafe]
+	if cfg.Cluster != "" {
+		target = fmt.Sprintf(", cluster %s (%d fence servers)", cfg.Cluster, chaos.ClusterServers)
+		if cfg.UnsafeEpoch {
+			target += ", writer-epoch check OFF"
+		}
+	}
 	fmt.Fprintf(std.err, "fence chaos: %s, %d clients, %d resources, ttl %s, faults %q, seed %d%s\n",
-		cfg.Duration, cfg.Clients, cfg.Resources, cfg.TTL, faults, seed, map[bool]string{true: ", UNSAFE storage"}[cfg.Unsafe])
+		cfg.Duration, cfg.Clients, cfg.Resources, cfg.TTL, faults.value, seed, target)
 	res, err := chaos.Run(ctx, cfg)
 	if err != nil {
 		return err
@@ -112,8 +172,14 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	}
 	rep := check.Check(res.Ops, res.Faults, check.Options{HTMLDir: htmlDir})
 	if hist == "" && rep.Violations() > 0 {
-		// Keep the evidence: the history and its visualisation.
-		if dir, err := os.MkdirTemp("", "fence-chaos-failed-"); err == nil {
+		// Keep the evidence: the history and its visualisation (and the
+		// servers' logs, with --cluster).
+		dir, err := evidence, error(nil)
+		if dir == "" {
+			dir, err = os.MkdirTemp("", "fence-chaos-failed-")
+		}
+		if err == nil {
+			evidence = "" // kept
 			hist = filepath.Join(dir, "history.jsonl")
 			if res.WriteHistory(hist) == nil {
 				rep = check.Check(res.Ops, res.Faults, check.Options{HTMLDir: dir})
@@ -151,6 +217,9 @@ type chaosReport struct {
 	PausesPastTTL   int                   `json:"pauses_past_ttl"`
 	FencedByPauses  int                   `json:"fenced_by_pauses"`
 	ServerRestarts  int                   `json:"server_restarts"`
+	Takeovers       int                   `json:"takeovers"`
+	Cluster         string                `json:"cluster,omitempty"`
+	UnsafeEpoch     bool                  `json:"unsafe_epoch,omitempty"`
 	Accepted        int                   `json:"accepted"`
 	Fenced          int                   `json:"fenced"`
 	Violations      int                   `json:"violations"`
@@ -165,7 +234,8 @@ func chaosSummary(cfg chaos.Config, res *chaos.Result, rep *check.Report, hist s
 	s := chaosReport{
 		Unsafe: cfg.Unsafe, Seed: cfg.Seed, DurationS: res.Duration.Seconds(), Ops: len(res.Ops),
 		OpsByOutcome: rep.Counts, Faults: map[string]int{}, PausesPastTTL: res.PausesPastTTL,
-		FencedByPauses: res.FencedByPauses, ServerRestarts: res.ServerRestarts, Accepted: rep.Accepted,
+		FencedByPauses: res.FencedByPauses, ServerRestarts: res.ServerRestarts, Takeovers: res.Takeovers,
+		Cluster: cfg.Cluster, UnsafeEpoch: cfg.UnsafeEpoch, Accepted: rep.Accepted,
 		Fenced: rep.Fenced, Violations: rep.Violations(), LostAckedWrites: rep.LostAckedWrites,
 		Checkers: map[string]int{}, Linearizability: rep.Linearizability, FaultsBit: res.FaultsBit(), History: hist,
 	}
@@ -183,7 +253,11 @@ func chaosSummary(cfg chaos.Config, res *chaos.Result, rep *check.Report, hist s
 }
 
 func printChaos(w io.Writer, s chaosReport, rep *check.Report) {
-	fmt.Fprintf(w, "fence chaos report (seed %d, %.1fs%s)\n", s.Seed, s.DurationS, map[bool]string{true: ", UNSAFE storage"}[s.Unsafe])
+	target := map[bool]string{true: ", UNSAFE storage"}[s.Unsafe]
+	if s.Cluster != "" {
+		target = ", cluster " + s.Cluster + map[bool]string{true: ", writer-epoch check OFF"}[s.UnsafeEpoch]
+	}
+	fmt.Fprintf(w, "fence chaos report (seed %d, %.1fs%s)\n", s.Seed, s.DurationS, target)
 	fmt.Fprintf(w, "  operations  %d\n", s.Ops)
 	keys := make([]string, 0, len(s.OpsByOutcome))
 	for k := range s.OpsByOutcome {
@@ -193,8 +267,16 @@ func printChaos(w io.Writer, s chaosReport, rep *check.Report) {
 	for _, k := range keys {
 		fmt.Fprintf(w, "    %-18s %d\n", k, s.OpsByOutcome[k])
 	}
-	fmt.Fprintf(w, "  faults      pause %d (past the TTL: %d, their writes fenced: %d), kill %d, net %d\n",
-		s.Faults["pause"], s.PausesPastTTL, s.FencedByPauses, s.Faults["kill"], s.Faults["net"])
+	if s.Cluster == "" {
+		fmt.Fprintf(w, "  faults      pause %d (past the TTL: %d, their writes fenced: %d), kill %d, net %d\n",
+			s.Faults["pause"], s.PausesPastTTL, s.FencedByPauses, s.Faults["kill"], s.Faults["net"])
+	} else {
+		fmt.Fprintf(w, "  faults      pause %d (past the TTL: %d, their writes fenced: %d), net %d\n",
+			s.Faults["pause"], s.PausesPastTTL, s.FencedByPauses, s.Faults["net"])
+		fmt.Fprintf(w, "              leader-kill %d (restarted: %d), leader-pause %d (taken over meanwhile: %d), engine-kill %d, engine-net %d\n",
+			s.Faults[chaos.FaultLeaderKill], s.ServerRestarts, s.Faults[chaos.FaultLeaderPause], s.Takeovers,
+			s.Faults[chaos.FaultEngineKill], s.Faults[chaos.FaultEngineNet])
+	}
 	fmt.Fprintf(w, "  writes      accepted %d, fenced %d\n", s.Accepted, s.Fenced)
 	fmt.Fprintf(w, "  checkers\n")
 	for _, c := range rep.Checkers {
@@ -228,6 +310,20 @@ func printChaos(w io.Writer, s chaosReport, rep *check.Report) {
 	default:
 		fmt.Fprintln(w, "result: ok, fencing held under every fault")
 	}
+}
+
+// faultsFlag is --faults: its value, and whether the command line or the
+// environment set it (else the default depends on --cluster).
+type faultsFlag struct {
+	value string
+	set   bool
+}
+
+func (f *faultsFlag) String() string { return f.value }
+
+func (f *faultsFlag) Set(v string) error {
+	f.value, f.set = v, true
+	return nil
 }
 
 // chaosWorkerCmd is one client process of fence chaos (internal).

@@ -4,7 +4,15 @@
 // its write, kill -9 and restart of the server, network faults through a
 // proxy), a history of every operation, and the checker's verdict on it.
 //
+// With Config.Cluster it starts, itself, a cluster to test (internal/testserver's
+// 3-member etcd, or PostgreSQL with a synchronous standby, and three `fence
+// serve --store` on it, all on loopback), pins each client to one server,
+// and adds the cluster's faults: kill -9 and SIGSTOP of the leading server,
+// a crash of the engine's leader (a failover, on PostgreSQL), and network
+// faults between the servers and the engine through proxies.
+//
 // It is a test tool, not part of the service. Its --unsafe mode runs the same
-// workload against a store that does not check fences, to show that the
-// checker sees the bug fencing prevents.
+// workload against a store that does not check fences, and --unsafe-epoch
+// runs a cluster whose servers skip the writer-epoch check, to show that the
+// checker sees the bugs that fencing and the epoch prevent.
 package chaos

@@ -32,6 +32,12 @@ const (
 	FaultPause = "pause" // SIGSTOP a client between its acquire and its write, for longer than its TTL
 	FaultKill  = "kill"  // kill -9 the server and restart it on the same data (embedded server only)
 	FaultNet   = "net"   // latency, resets, refused connections and black-holes through the proxy
+
+	// The faults of a cluster (Config.Cluster).
+	FaultLeaderKill  = "leader-kill"  // kill -9 the leading fence server; restart it on its port after a while
+	FaultLeaderPause = "leader-pause" // SIGSTOP the leading fence server past the election TTL, then SIGCONT
+	FaultEngineKill  = "engine-kill"  // kill -9 etcd's Raft leader and restart it; postgres: kill the primary, promote the standby (once)
+	FaultEngineNet   = "engine-net"   // net's faults between the fence servers and the engine's nodes, through proxies
 )
 
 // Config configures a run.
@@ -44,11 +50,40 @@ type Config struct {
 	Keys       int           // keys per resource
 	TTL        time.Duration // lease TTL of the clients
 	Seed       uint64        // the fault schedule and the workload derive from it
-	Faults     []string      // kinds to inject: FaultPause, FaultKill, FaultNet
+	Faults     []string      // kinds to inject: the Fault constants (see DefaultFaults)
 	TxnPercent int           // share of client cycles that are two-resource transactions
 	Think      time.Duration // mean pause between a client's cycles (porcupine's work grows fast with history size)
 	Unsafe     bool          // run the storage on a store that does not check fences
 	Log        *slog.Logger  // progress: one line per fault; nil: none
+
+	// Cluster, ClusterEtcd or ClusterPostgres, makes the run start that
+	// engine and ClusterServers fence servers on it, all on loopback, and
+	// test them; "" (the default) tests one server (embedded, or Addr).
+	Cluster string
+	// ElectionTTL is the servers' --election-ttl, with Cluster; 0 (the
+	// default) leaves theirs (2s). leader-pause outlasts it.
+	ElectionTTL time.Duration
+	// UnsafeEpoch starts the servers with --unsafe-skip-epoch-check, with
+	// Cluster: a deposed leader's commits go through, and the checker must
+	// find violations. The schedule then favours leader-pause.
+	UnsafeEpoch bool
+	// LogDir, with Cluster, receives the servers' logs (fence1.log ...),
+	// which stay there; "" (the default): in the run's temporary
+	// directory, removed at the end.
+	LogDir string
+}
+
+// electionTTL returns the servers' election TTL: etcd's leases count whole
+// seconds, at least 2 (as etcd.Store rounds it).
+func (c *Config) electionTTL() time.Duration {
+	d := c.ElectionTTL
+	if d <= 0 {
+		d = defaultElectionTTL
+	}
+	if c.Cluster == ClusterEtcd {
+		d = max(2*time.Second, (d+time.Second-1)/time.Second*time.Second)
+	}
+	return d
 }
 
 // Validate checks c and fills defaults.
@@ -65,15 +100,24 @@ func (c *Config) Validate() error {
 	case c.TTL < 100*time.Millisecond || c.TTL > time.Minute:
 		return fmt.Errorf("chaos: ttl must be 100ms..1m, not %s", c.TTL)
 	}
+	if err := c.validateCluster(); err != nil {
+		return err
+	}
 	for _, f := range c.Faults {
-		switch f {
-		case FaultPause, FaultNet:
-		case FaultKill:
+		switch {
+		case f == FaultPause, f == FaultNet:
+		case f == FaultKill && c.Cluster != "":
+			return errors.New("chaos: the kill fault restarts the embedded server, and --cluster has none; leader-kill is its twin in a cluster")
+		case f == FaultKill:
 			if c.Addr != "" {
 				return errors.New("chaos: the kill fault needs the embedded server (it kills and restarts it); drop it with --faults pause,net")
 			}
+		case isClusterFault(f):
+			if c.Cluster == "" {
+				return fmt.Errorf("chaos: the %s fault needs a cluster: add --cluster etcd or --cluster postgres", f)
+			}
 		default:
-			return fmt.Errorf("chaos: unknown fault %q (want pause, kill, net)", f)
+			return fmt.Errorf("chaos: unknown fault %q (want pause, kill, net; with --cluster pause, net, leader-kill, leader-pause, engine-kill, engine-net)", f)
 		}
 	}
 	if c.Keys < 1 {
@@ -81,6 +125,25 @@ func (c *Config) Validate() error {
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// validateCluster checks the settings of a cluster run.
+func (c *Config) validateCluster() error {
+	switch {
+	case c.Cluster != "" && c.Cluster != ClusterEtcd && c.Cluster != ClusterPostgres:
+		return fmt.Errorf("chaos: cluster %q: want etcd or postgres", c.Cluster)
+	case c.Cluster != "" && c.Addr != "":
+		return errors.New("chaos: --cluster starts the servers it tests; drop --addr")
+	case c.Cluster != "" && c.Unsafe:
+		return errors.New("chaos: --unsafe replaces the storage that --cluster tests; the cluster's negative control is --unsafe-epoch")
+	case c.Cluster == "" && c.UnsafeEpoch:
+		return errors.New("chaos: --unsafe-epoch needs --cluster etcd or --cluster postgres")
+	case c.Cluster == "" && c.ElectionTTL != 0:
+		return errors.New("chaos: --election-ttl needs --cluster etcd or --cluster postgres")
+	case c.ElectionTTL != 0 && (c.ElectionTTL < time.Second || c.ElectionTTL > time.Minute):
+		return fmt.Errorf("chaos: election ttl must be 1s..1m, not %s", c.ElectionTTL)
 	}
 	return nil
 }
@@ -93,15 +156,16 @@ type Result struct {
 	PausesPastTTL   int // pauses that outlasted the client's TTL
 	FencedByPauses  int // writes fenced because their client had been paused past its TTL
 	Duration        time.Duration
-	ServerRestarts  int
+	ServerRestarts  int // restarts of the embedded server (kill) or of a killed leader (leader-kill)
+	Takeovers       int // leader-pauses during which another server took over
 	unknownAfterNet int
 }
 
 // FaultsBit reports whether the faults did something the checker could
-// catch: a pause that outlasted its TTL, or operations cut short by a kill or
-// a network fault.
+// catch: a pause that outlasted its TTL, operations cut short by a kill or
+// a network fault, or a leader replaced while it was paused.
 func (r *Result) FaultsBit() bool {
-	return r.PausesPastTTL > 0 || r.unknownAfterNet > 0 || r.ServerRestarts > 0
+	return r.PausesPastTTL > 0 || r.unknownAfterNet > 0 || r.ServerRestarts > 0 || r.Takeovers > 0
 }
 
 // Run runs the workload under faults and returns its history.
@@ -111,7 +175,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	r := &run{cfg: cfg, start: time.Now(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x6368616f73))}
 	defer r.cleanup()
-	if err := r.setUp(); err != nil {
+	if err := r.setUp(ctx); err != nil {
 		return nil, err
 	}
 	if err := r.startClients(); err != nil {
@@ -119,8 +183,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
-	r.injectFaults(runCtx)
+	r.injectFaults(runCtx, ctx)
 	r.stopClients()
+	if r.cl != nil {
+		r.cl.ensureUp()
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if _, _, ok := r.cl.leader(lctx, -1); !ok && ctx.Err() == nil {
+			r.cfg.Log.Warn("no fence server leads 30 s after the faults; the final reads will fail")
+		}
+		cancel()
+	}
 	r.finalReads()
 	return r.result(), nil
 }
@@ -132,23 +204,26 @@ type run struct {
 	rng   *rand.Rand
 
 	dataDir   string
-	server    *serverProcess // nil with cfg.Addr
+	server    *serverProcess // nil with cfg.Addr or cfg.Cluster
+	cl        *cluster       // with cfg.Cluster
 	target    string         // host:port of the fence server
 	storeURL  string         // base URL of the storage, not through a proxy (for final reads)
 	unsafeSrv *http.Server
-	proxies   []*proxy.Proxy // lock service first; storage second in unsafe mode
+	proxies   []*proxy.Proxy // lock service first; storage second in unsafe mode; with a cluster, one per fence server
 	lockURL   string         // through the proxy
 	storeProx string         // through the proxy
 
 	clients    []*exec.Cmd
 	clientWG   sync.WaitGroup
 	pauseC     chan pausePoint
-	mu         sync.Mutex // guards ops
+	writeC     chan writePoint // write points, for leader-pause
+	mu         sync.Mutex      // guards ops
 	ops        []history.Op
 	faults     []history.Fault
 	pauses     []pauseRecord
 	restarts   int
-	netWindows [][2]int64
+	takeovers  int
+	netWindows [][2]int64 // of net faults, and of a cluster's faults
 }
 
 type pauseRecord struct {
@@ -160,7 +235,10 @@ type pauseRecord struct {
 
 func (r *run) now() int64 { return time.Since(r.start).Nanoseconds() }
 
-func (r *run) setUp() error {
+func (r *run) setUp(ctx context.Context) error {
+	if r.cfg.Cluster != "" {
+		return r.setUpCluster(ctx)
+	}
 	if r.cfg.Addr == "" {
 		dir, err := os.MkdirTemp("", "fence-chaos-")
 		if err != nil {
@@ -209,10 +287,23 @@ type noLocker struct{ fence.Locker }
 
 func (r *run) startClients() error {
 	r.pauseC = make(chan pausePoint, r.cfg.Clients)
-	timeout := 2*r.cfg.TTL + time.Second // an acquire may wait two TTLs
+	r.writeC = make(chan writePoint, r.cfg.Clients)
+	timeout := clientTimeout(r.cfg)
 	for i := range r.cfg.Clients {
+		lockURL, storeURL := r.lockURL, r.storeProx
+		if r.cl != nil {
+			// Each client talks to one server, through that server's
+			// proxy, and not to all of them with failover (which the
+			// client could do): a client pinned to the leader keeps
+			// sending it requests while leader-pause holds it frozen, so
+			// that it wakes with stale requests queued, which is what
+			// that fault tests. A client pinned to a standby is served
+			// by forwarding.
+			lockURL = "http://" + r.proxies[pin(i, len(r.proxies))].Addr()
+			storeURL = lockURL
+		}
 		cmd := exec.Command(r.cfg.Binary, "chaos-worker",
-			"--client", strconv.Itoa(i), "--lock-addr", r.lockURL, "--store-addr", r.storeProx,
+			"--client", strconv.Itoa(i), "--lock-addr", lockURL, "--store-addr", storeURL,
 			"--resources", strconv.Itoa(r.cfg.Resources), "--keys", strconv.Itoa(r.cfg.Keys),
 			"--ttl", r.cfg.TTL.String(), "--timeout", timeout.String(), "--txn-percent", strconv.Itoa(r.cfg.TxnPercent),
 			"--think", r.cfg.Think.String(),
@@ -222,7 +313,11 @@ func (r *run) startClients() error {
 			return err
 		}
 		cmd.Stderr = io.Discard
-		if err := cmd.Start(); err != nil {
+		start := cmd.Start
+		if r.cl != nil {
+			start = func() error { return spawn(cmd) } // dies with the harness, like the servers
+		}
+		if err := start(); err != nil {
 			return fmt.Errorf("chaos: starting client %d: %w", i, err)
 		}
 		r.clients = append(r.clients, cmd)
@@ -251,6 +346,16 @@ func (r *run) readClient(stdout io.Reader) {
 			}
 			continue
 		}
+		if strings.HasPrefix(string(line), `{"write_point"`) {
+			var p writePoint
+			if json.Unmarshal(line, &p) == nil {
+				select {
+				case r.writeC <- p:
+				default:
+				}
+			}
+			continue
+		}
 		var op history.Op
 		if err := json.Unmarshal(line, &op); err != nil {
 			continue // a client killed mid-line
@@ -262,25 +367,29 @@ func (r *run) readClient(stdout io.Reader) {
 }
 
 // injectFaults runs the fault schedule until ctx ends: a quiet gap, one
-// fault, and again.
-func (r *run) injectFaults(ctx context.Context) {
-	if len(r.cfg.Faults) == 0 {
-		<-ctx.Done()
-		return
+// fault, and again. The faults of a cluster run to their end unless abort
+// ends first (the run was interrupted).
+func (r *run) injectFaults(ctx, abort context.Context) {
+	favour := ""
+	if r.cfg.UnsafeEpoch {
+		// The negative control: a deposed leader commits only what was
+		// under way in it when it froze, and only if that wins the race
+		// with its own step-down when it wakes (its etcd client sees the
+		// lost lease at once, without a round trip): about one
+		// leader-pause in two. So two faults in three are leader-pauses.
+		favour = FaultLeaderPause
 	}
-	var round []string
+	sched := newSchedule(r.cfg.Faults, favour)
 	for {
+		if len(sched.kinds) == 0 {
+			<-ctx.Done()
+			return
+		}
 		gap := time.Duration(500+r.rng.IntN(1500)) * time.Millisecond
 		if !sleep(ctx, gap) {
 			return
 		}
-		// Rounds of every kind in a seeded order: each kind comes up early.
-		if len(round) == 0 {
-			round = slices.Clone(r.cfg.Faults)
-			r.rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
-		}
-		kind := round[0]
-		round = round[1:]
+		kind, _ := sched.next(r.rng)
 		switch kind {
 		case FaultPause:
 			r.pause(ctx)
@@ -288,6 +397,14 @@ func (r *run) injectFaults(ctx context.Context) {
 			r.kill(ctx)
 		case FaultNet:
 			r.net(ctx)
+		case FaultLeaderKill:
+			r.leaderKill(abort)
+		case FaultLeaderPause:
+			r.leaderPause(abort)
+		case FaultEngineKill:
+			r.engineKill(abort, sched)
+		case FaultEngineNet:
+			r.engineNet(abort)
 		}
 	}
 }
@@ -301,6 +418,14 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// addWindow records a fault's window: operations that return unknown in it
+// (or shortly before it) show that it bit.
+func (r *run) addWindow(start, end int64) {
+	r.mu.Lock()
+	r.netWindows = append(r.netWindows, [2]int64{start, end})
+	r.mu.Unlock()
 }
 
 func (r *run) addFault(f history.Fault) {
@@ -455,7 +580,7 @@ func (r *run) finalReads() {
 
 // result sums up the run: what bit, from the history.
 func (r *run) result() *Result {
-	res := &Result{Ops: r.ops, Faults: r.faults, Duration: time.Since(r.start), ServerRestarts: r.restarts}
+	res := &Result{Ops: r.ops, Faults: r.faults, Duration: time.Since(r.start), ServerRestarts: r.restarts, Takeovers: r.takeovers}
 	slices.SortFunc(res.Ops, func(a, b history.Op) int { return int(a.Call - b.Call) })
 	for _, p := range r.pauses {
 		if time.Duration(p.end-p.start) > r.cfg.TTL {
@@ -513,6 +638,9 @@ func (r *run) cleanup() {
 	}
 	if r.server != nil {
 		r.server.stop()
+	}
+	if r.cl != nil {
+		r.cl.close()
 	}
 	if r.dataDir != "" {
 		os.RemoveAll(r.dataDir)

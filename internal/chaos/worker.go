@@ -48,6 +48,19 @@ type pausePoint struct {
 	} `json:"pause_point"`
 }
 
+// writePoint is the control line a worker prints when it has read and is
+// about to write with its token, and has been asked to stop there (SIGUSR2):
+// in a cluster run, leader-pause freezes it there, and lets it send its
+// write to the frozen leader once another server has granted the resource
+// anew.
+type writePoint struct {
+	WritePoint struct {
+		Client   int    `json:"client"`
+		Resource string `json:"resource"`
+		Token    uint64 `json:"token"`
+	} `json:"write_point"`
+}
+
 // worker is one client process's state.
 type worker struct {
 	cfg          WorkerConfig
@@ -56,13 +69,14 @@ type worker struct {
 	holder       string
 	seq          int64
 	armed        atomic.Bool // SIGUSR1: stop at the next pause point
+	armedWrite   atomic.Bool // SIGUSR2: stop at the next write point
 
 	mu  sync.Mutex // guards enc
 	enc *json.Encoder
 }
 
 // RunWorker runs the client loop until ctx ends, writing one JSON line per
-// operation to out. SIGUSR1 arms a pause point.
+// operation to out. SIGUSR1 arms a pause point, SIGUSR2 a write point.
 func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
 	w := &worker{
 		cfg:    cfg,
@@ -83,6 +97,14 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
 	go func() {
 		for range usr1 {
 			w.armed.Store(true)
+		}
+	}()
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
+	defer signal.Stop(usr2)
+	go func() {
+		for range usr2 {
+			w.armedWrite.Store(true)
 		}
 	}()
 	for ctx.Err() == nil {
@@ -189,6 +211,20 @@ func (w *worker) pauseIfArmed(resource string, token fence.Token) {
 	time.Sleep(500 * time.Millisecond) // the harness sends SIGSTOP meanwhile
 }
 
+// writePointIfArmed stops just before a write when the harness asked for
+// it: it says so and waits to be frozen; after SIGCONT it sends its write.
+func (w *worker) writePointIfArmed(resource string, token fence.Token) {
+	if !w.armedWrite.Swap(false) {
+		return
+	}
+	var p writePoint
+	p.WritePoint.Client, p.WritePoint.Resource, p.WritePoint.Token = w.cfg.Client, resource, uint64(token)
+	w.mu.Lock()
+	w.enc.Encode(p)
+	w.mu.Unlock()
+	time.Sleep(500 * time.Millisecond) // the harness sends SIGSTOP meanwhile
+}
+
 // read reads resource/key; it returns the value ("" if absent) and whether it was read.
 func (w *worker) read(ctx context.Context, resource, key string) (string, bool) {
 	op := history.Op{Kind: history.KindRead, Resource: resource, Key: key, Call: w.now()}
@@ -234,6 +270,7 @@ func (w *worker) cycle(ctx context.Context) {
 		if !ok {
 			break
 		}
+		w.writePointIfArmed(resource, token)
 		if w.write(ctx, resource, key, w.next(value), token) != history.OK {
 			break // fenced, or unknown: stop writing under this lease
 		}
@@ -276,6 +313,7 @@ func (w *worker) txnCycle(ctx context.Context) {
 		{Resource: ra, Key: ka, Value: w.next(va), Token: uint64(ta)},
 		{Resource: rb, Key: kb, Value: w.next(vb), Token: uint64(tb)},
 	}
+	w.writePointIfArmed(ra, ta)
 	op := history.Op{Kind: history.KindTxn, Writes: writes, Call: w.now()}
 	t := &fence.Txn{Fences: map[string]fence.Token{ra: ta, rb: tb}}
 	for _, wr := range writes {

@@ -275,11 +275,11 @@ func writeHTML(model porcupine.Model, info porcupine.LinearizationInfo, faults [
 		}
 		color := "#e5e7eb"
 		switch f.Kind {
-		case "pause":
+		case "pause", "leader-pause":
 			color = "#fde68a"
-		case "kill", "crash", "restart":
+		case "kill", "crash", "restart", "leader-kill", "engine-kill":
 			color = "#fca5a5"
-		case "partition", "network", "latency", "drop", "reset":
+		case "partition", "network", "latency", "drop", "reset", "net", "engine-net":
 			color = "#bfdbfe"
 		}
 		anns = append(anns, porcupine.Annotation{
