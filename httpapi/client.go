@@ -167,6 +167,15 @@ func (c *Client) Addrs() []string {
 	return slices.Clone(c.srv.addrs)
 }
 
+// Current returns the base URL of the server the client talks to now: the
+// one that answered last, or the next after one that failed.
+func (c *Client) Current() string {
+	if c.srv == nil {
+		return ""
+	}
+	return c.srv.addrs[c.srv.current()]
+}
+
 // servers is a Client's list of server addresses and which one is current.
 // A copy of a Client shares it.
 type servers struct {
@@ -433,6 +442,15 @@ func (c *Client) Keys(ctx context.Context) ([]fence.PublicKey, error) {
 		return nil, err
 	}
 	return kr.Keys, nil
+}
+
+// Cluster returns what the server the client talks to now knows of its
+// cluster, from GET /v1/cluster: its role, the leader, the epoch and the
+// servers.
+func (c *Client) Cluster(ctx context.Context) (ClusterStatus, error) {
+	var st ClusterStatus
+	err := c.doJSON(ctx, request{method: "GET", path: "/v1/cluster", retryable: true}, &st)
+	return st, err
 }
 
 // SequencerHeader is the request header that carries a lease's sequencer

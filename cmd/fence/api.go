@@ -223,6 +223,28 @@ func statusCmd(ctx context.Context, args []string, std stdio) error {
 	return c.print(j, text)
 }
 
+func clusterCmd(ctx context.Context, args []string, std stdio) error {
+	c := newAPICommand(std, "cluster", "fence cluster", "  fence cluster\n  FENCE_ADDR=http://a:7700,http://b:7700 fence cluster -o json\n", nil)
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	st, err := c.api.Cluster(ctx)
+	if err != nil {
+		return apiError(err)
+	}
+	leader := st.Leader
+	if leader == "" {
+		leader = "(none)"
+	}
+	text := fmt.Sprintf("store %s, epoch %d, leader %s; this server (%s) is the %s", st.Store, st.Epoch, leader, c.api.Current(), st.Role)
+	for _, s := range st.Servers {
+		if s.URL != "" {
+			text += fmt.Sprintf("\n  %s %s", s.URL, s.Role)
+		}
+	}
+	return c.print(st, text)
+}
+
 func putCmd(ctx context.Context, args []string, std stdio) error {
 	var token tokenFlag
 	var ifMatch uint64

@@ -57,3 +57,23 @@ func TestAddClientFlags_AddrList(t *testing.T) {
 		}
 	})
 }
+
+func TestClusterCmd(t *testing.T) {
+	url := fencetest.NewServer(t, nil)
+	var out bytes.Buffer
+	if code := run(t.Context(), []string{"cluster", "--addr", url, "-o", "json"}, stdio{nil, &out, io.Discard}); code != 0 {
+		t.Fatalf("fence cluster exited %d", code)
+	}
+	var st struct {
+		Role  string `json:"role"`
+		Epoch int    `json:"epoch"`
+		Store string `json:"store"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil || st.Role != "leader" || st.Epoch != 1 || st.Store != "embedded" {
+		t.Fatalf("fence cluster -o json: %s (%v); want the embedded store's leader, epoch 1", out.Bytes(), err)
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"cluster", "--addr", url}, stdio{nil, &out, io.Discard}); code != 0 || !strings.Contains(out.String(), "store embedded, epoch 1") {
+		t.Fatalf("fence cluster: %d %q", code, out.String())
+	}
+}
