@@ -6,7 +6,8 @@
 //	func TestLedger(t *testing.T) { fencetest.TestLedger(t, open) }
 //
 // Replicated engines (etcd, PostgreSQL) run TestReplicated, which adds the
-// takeover by another server to those suites; guards run TestGuard.
+// takeover by another server to those suites; durable embedded engines run
+// TestKill9; guards run TestGuard.
 //
 // The suites check the rules of API.md ("Fenced storage") and the invariants of
 // DESIGN.md through the Go interfaces only. Tokens come only from
