@@ -74,6 +74,16 @@ type Ledger interface {
 	// End records that the lease with token is over and returns the resource's
 	// last fence. It changes nothing when token is not the recorded lease.
 	End(ctx context.Context, resource string, token Token) (lastFence Token, err error)
+	// Handoff passes the resource from one holder to the next in one atomic,
+	// durable change: it ends the lease with token and records a new lease
+	// for holder with the next token, raising the resource's last fence to
+	// it, as End and then Grant would, but committed once. It returns the
+	// new token and the resource's last fence afterwards. If token is not
+	// the recorded lease, it returns *LeaseLostError and changes nothing: a
+	// stale hand-off never ends or replaces a newer lease. Any other error
+	// may leave the outcome unknown: the whole hand-off may have been
+	// recorded, or none of it, but never the end without the grant.
+	Handoff(ctx context.Context, resource string, token Token, holder string, ttl time.Duration, expires time.Time) (next, lastFence Token, err error)
 	// Leases returns every recorded lease, expired or not, and every
 	// lock-delay in progress, to restore them after a restart or a failover.
 	Leases(ctx context.Context) ([]Lease, []LockDelay, error)

@@ -35,7 +35,7 @@ type rules = state.DB
 
 // DB is fence's durable state in one bbolt file. It implements fence.Store
 // (Put, Get, Delete, Fence, Claim, Txn) and fence.Ledger (Grant, Refresh, End,
-// Revoke, SetDelay, Leases, LastToken) with the rules and the group commit of
+// Handoff, Revoke, SetDelay, Leases, LastToken) with the rules and the group commit of
 // package state, and is safe for concurrent use. Every change returns after
 // it is fsynced.
 type DB struct {

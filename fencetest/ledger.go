@@ -11,13 +11,15 @@ import (
 
 // TestLedger checks that the backends open returns keep the lock service's
 // record: tokens issued in sequence per resource and never lower, the
-// current lease, and that a stale refresh or end never touches a newer lease.
+// current lease, that a hand-off ends one lease and grants the next at once,
+// and that a stale refresh, end or hand-off never touches a newer lease.
 // open is called once per subtest and must return a new, empty backend,
 // closed by t.Cleanup.
 func TestLedger(t *testing.T, open func(t *testing.T) Backend) {
 	t.Run("Grant", func(t *testing.T) { testGrant(t, open) })
 	t.Run("Refresh", func(t *testing.T) { testRefresh(t, open) })
 	t.Run("End", func(t *testing.T) { testEnd(t, open) })
+	t.Run("Handoff", func(t *testing.T) { testHandoff(t, open) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, open) })
 	t.Run("Delays", func(t *testing.T) { testDelays(t, open) })
 	t.Run("LastToken", func(t *testing.T) { testLastToken(t, open) })
@@ -193,6 +195,86 @@ func testEnd(t *testing.T, open func(t *testing.T) Backend) {
 			t.Fatalf("End(never)=%d, %v; want 0, nil", lastFence, err)
 		}
 		wantLeases(t, b, lease)
+	})
+}
+
+func testHandoff(t *testing.T, open func(t *testing.T) Backend) {
+	// One step ends the old lease and grants the next token: afterwards the
+	// old token can neither renew, end nor write, and the fence is the new
+	// token.
+	t.Run("OK", func(t *testing.T) {
+		b := open(t)
+		ctx := t.Context()
+		old := grantAt(t, b, "a", "A", time.Second, expires1)
+		tb := grantAt(t, b, "b", "B", time.Second, expires1)
+		put(t, b, "a", "k", "A", old, fence.Cond{})
+		next, lastFence, err := b.Handoff(ctx, "a", old, "N", 2*time.Second, expires2)
+		if err != nil {
+			t.Fatalf("Handoff: %v", err)
+		}
+		if next != old+1 || lastFence != next {
+			t.Fatalf("Handoff: Token=%d, LastFence=%d; want %d, %d", next, lastFence, old+1, old+1)
+		}
+		lease := fence.Lease{Resource: "a", Holder: "N", Token: next, TTL: 2 * time.Second, Expires: expires2}
+		other := fence.Lease{Resource: "b", Holder: "B", Token: tb, TTL: time.Second, Expires: expires1}
+		wantLeases(t, b, lease, other)
+		wantFence(t, b, "a", next)
+		if got := lastToken(t, b, "a"); got != next {
+			t.Fatalf("LastToken=%d, want %d", got, next)
+		}
+		_, err = b.Refresh(ctx, "a", old, time.Hour, expires1)
+		wantLeaseLost(t, err, "a", old, next)
+		if lastFence, err := b.End(ctx, "a", old); err != nil || lastFence != next {
+			t.Fatalf("End(old)=%d, %v; want %d, nil", lastFence, err, next)
+		}
+		_, err = b.Put(ctx, "a", "k", []byte("late"), old, fence.Cond{})
+		wantFenced(t, err, "a", old, next)
+		wantLeases(t, b, lease, other)
+		// The new lease is the recorded one, and hands off in turn.
+		if _, err := b.Refresh(ctx, "a", next, 2*time.Second, expires2); err != nil {
+			t.Fatalf("Refresh(next): %v", err)
+		}
+		after, _, err := b.Handoff(ctx, "a", next, "M", time.Second, expires1)
+		if err != nil || after != next+1 {
+			t.Fatalf("second Handoff=%d, %v; want %d, nil", after, err, next+1)
+		}
+		wantLeases(t, b, fence.Lease{Resource: "a", Holder: "M", Token: after, TTL: time.Second, Expires: expires1}, other)
+		wantFence(t, b, "b", tb)
+	})
+
+	// Invariant 6: a stale hand-off changes nothing, neither the lease, nor
+	// the tokens, nor the fence.
+	t.Run("Stale", func(t *testing.T) {
+		b := open(t)
+		ctx := t.Context()
+		old := grantAt(t, b, "a", "A", time.Second, expires1)
+		cur := grantAt(t, b, "a", "B", 2*time.Second, expires2)
+		lease := fence.Lease{Resource: "a", Holder: "B", Token: cur, TTL: 2 * time.Second, Expires: expires2}
+		for _, tok := range []fence.Token{old, cur + 1, fence.MaxToken} {
+			_, _, err := b.Handoff(ctx, "a", tok, "N", time.Hour, expires1)
+			wantLeaseLost(t, err, "a", tok, cur)
+			wantLeases(t, b, lease)
+			wantFence(t, b, "a", cur)
+			if got := lastToken(t, b, "a"); got != cur {
+				t.Fatalf("LastToken=%d after a stale Handoff, want %d", got, cur)
+			}
+		}
+		// The lease is still the recorded one: its holder can refresh it.
+		if _, err := b.Refresh(ctx, "a", cur, 2*time.Second, expires2); err != nil {
+			t.Fatalf("Refresh after a stale Handoff: %v", err)
+		}
+		// A lease that has ended hands nothing off.
+		if _, err := b.End(ctx, "a", cur); err != nil {
+			t.Fatalf("End: %v", err)
+		}
+		_, _, err := b.Handoff(ctx, "a", cur, "N", time.Hour, expires1)
+		wantLeaseLost(t, err, "a", cur, 0)
+		_, _, err = b.Handoff(ctx, "never", 1, "N", time.Hour, expires1)
+		wantLeaseLost(t, err, "never", 1, 0)
+		wantLeases(t, b)
+		if got, never := lastToken(t, b, "a"), lastToken(t, b, "never"); got != cur || never != 0 {
+			t.Fatalf("LastToken=%d, %d (never); want %d, 0", got, never, cur)
+		}
 	})
 }
 

@@ -357,16 +357,17 @@ func (s *Service) Release(ctx context.Context, resource string, token fence.Toke
 	if err := leaseLostLocked(resource, e, token); err != nil {
 		return err
 	}
-	l := *e.lease
-	lastFence, err := s.ledger.End(ctx, resource, token)
+	// One ledger change ends the lease and grants the first waiter, if any.
+	abandoned, err := s.passLocked(ctx, resource, e, "lock released")
 	if err != nil {
-		// Still held: the holder may retry the release.
+		// Still held, and the first waiter still waits: the holder may
+		// retry the release.
 		return fmt.Errorf("lock: release %q: %w", resource, err)
 	}
-	clearLeaseLocked(e)
 	releasesTotal.Inc()
-	s.log("lock released", l, lastFence)
-	s.handOffLocked(resource, e)
+	if abandoned {
+		s.handOffLocked(resource, e, "abandoned grant released")
+	}
 	return nil
 }
 
@@ -432,7 +433,12 @@ func (s *Service) Revoke(ctx context.Context, resource string) (fence.RevokeResu
 	revocationsTotal.Inc()
 	s.Logger.Info("lock revoked", "resource", resource, "holder", holder,
 		"token", uint64(revoked), "last_fence", uint64(lastFence))
-	s.handOffLocked(resource, e)
+	// The grant to the first waiter is a second ledger change, not part of
+	// a Handoff: a revoke ends whatever lease is recorded and issues a token
+	// to nobody first, which Handoff, ending one lease by its token, does
+	// not. A revoke is rare, and a crash between the two changes leaves the
+	// resource fenced and free.
+	s.handOffLocked(resource, e, "")
 	return fence.RevokeResult{Resource: resource, Revoked: revoked, LastFence: lastFence}, nil
 }
 
@@ -446,19 +452,24 @@ func (s *Service) grantLocked(ctx context.Context, resource string, e *entry, ho
 	if err != nil {
 		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
 	}
-	l := fence.Lease{Resource: resource, Holder: holder, Token: token, TTL: ttl, Expires: expires}
+	return s.grantedLocked(e, fence.Lease{Resource: resource, Holder: holder, Token: token, TTL: ttl, Expires: expires}, token)
+}
+
+// grantedLocked makes l, just recorded in the ledger, the resource's lease.
+func (s *Service) grantedLocked(e *entry, l fence.Lease, lastFence fence.Token) (fence.Lease, error) {
+	var err error
 	if l.Sequencer, err = s.sign(l); err != nil {
 		// The token is issued and the fence raised; the lease is recorded
 		// and expires by its TTL unless the holder retries (and gets an
 		// unsigned lease) or the service restarts.
 		s.setLeaseLocked(e, l)
 		leasesHeld.Inc()
-		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
+		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", l.Resource, err)
 	}
 	s.setLeaseLocked(e, l)
 	grantsTotal.Inc()
 	leasesHeld.Inc()
-	s.log("lock acquired", l, token)
+	s.log("lock acquired", l, lastFence)
 	return l, nil
 }
 
@@ -521,16 +532,17 @@ func (s *Service) expire(resource string) {
 }
 
 // expireLocked ends the lease if it has expired at now, and hands the resource
-// to the next waiter.
+// to the next waiter in the same ledger change, unless a lock-delay follows.
 func (s *Service) expireLocked(resource string, e *entry, now time.Time) {
 	if e.lease == nil || now.Before(e.lease.Expires) {
 		return
 	}
 	expires := e.lease.Expires
 	expirationsTotal.Inc()
-	s.endLocked(resource, e, "lock expired")
 	// The delay counts from the expiry, not from when it was noticed.
 	if until := expires.Add(s.LockDelay); s.LockDelay > 0 && now.Before(until) {
+		// No hand-off now: the delay's timer hands off when it ends.
+		s.endLocked(resource, e, "lock expired")
 		// Recorded, so that a restart or a failover keeps the resource
 		// ungranted for a full delay. A failure to record it is logged: the
 		// delay still holds while this server runs.
@@ -538,8 +550,9 @@ func (s *Service) expireLocked(resource string, e *entry, now time.Time) {
 			s.Logger.Error("recording a lock-delay failed", "resource", resource, "error", err)
 		}
 		s.delayLocked(resource, e, until, s.LockDelay)
+		return
 	}
-	s.handOffLocked(resource, e)
+	s.handOffLocked(resource, e, "lock expired")
 }
 
 // delayLocked starts a lock-delay of length d on the free resource until until.
@@ -586,60 +599,154 @@ func (s *Service) endDelay(resource string) {
 		s.Logger.Error("recording the end of a lock-delay failed", "resource", resource, "error", err)
 	}
 	s.Logger.Info("lock delay ended", "resource", resource, "waiters", len(e.queue))
-	s.handOffLocked(resource, e)
+	s.handOffLocked(resource, e, "")
 }
 
-// handOffLocked grants a free resource to the first waiter still waiting.
-// Later waiters with the same holder are retries of that acquire and get the
-// same lease. A grant whose requests have all gone while it was being
-// recorded is released at once, so that it does not block the queue for a TTL.
-func (s *Service) handOffLocked(resource string, e *entry) {
-	if s.delayedLocked(e, time.Now()) {
-		return // the delay's timer hands off when it ends
+// handOffLocked hands the resource on to the first waiter still waiting,
+// unless a lock-delay is in progress; later waiters with the same holder are
+// retries of that acquire and get the same lease.
+//
+// With ended "", it serves a free resource and leaves a held one alone.
+// Otherwise the current lease is over whatever the ledger answers (it
+// expired, or nobody waits for its grant any more), ended is the log line of
+// its end, and one ledger change ends it and grants the next waiter (see
+// passLocked). A grant whose requests have all gone while it was being
+// recorded is ended at once in the same way, so that it does not block the
+// queue for a TTL.
+func (s *Service) handOffLocked(resource string, e *entry, ended string) {
+	if e.lease != nil && ended == "" {
+		return
 	}
-	for e.lease == nil && len(e.queue) > 0 {
-		w := e.queue[0]
-		e.queue = e.queue[1:]
-		waiters.Dec()
-		if err := w.ctx.Err(); err != nil {
-			w.resultC <- result{err: fmt.Errorf("lock: acquire %q: %w", resource, err)}
+	for {
+		if e.lease != nil {
+			l := *e.lease
+			abandoned, err := s.passLocked(s.ctx, resource, e, ended)
+			if err != nil {
+				// As when End fails alone: the lease ends in memory all the
+				// same (the next grant overwrites the record), and the first
+				// waiter gets a grant of its own below.
+				clearLeaseLocked(e)
+				s.Logger.Error("recording the end of a lease failed", "resource", resource, "token", uint64(l.Token), "error", err)
+				s.log(ended, l, 0)
+				continue
+			}
+			if !abandoned {
+				return
+			}
+			ended = "abandoned grant released"
 			continue
 		}
+		if s.delayedLocked(e, time.Now()) {
+			return // the delay's timer hands off when it ends
+		}
+		w := s.firstWaiterLocked(resource, e)
+		if w == nil {
+			return
+		}
+		popLocked(e)
 		l, err := s.grantLocked(s.ctx, resource, e, w.holder, w.ttl)
 		if err != nil {
 			w.resultC <- result{err: err}
+			if e.lease != nil {
+				return // recorded but not signed: it runs out its TTL
+			}
 			continue
 		}
-		served := []*waiter{w}
-		rest := e.queue[:0]
-		for _, q := range e.queue {
-			if q.holder == w.holder {
-				served = append(served, q)
-				waiters.Dec()
-			} else {
-				rest = append(rest, q)
-			}
+		if !s.serveLocked(resource, e, w, l) {
+			return
 		}
-		e.queue = rest
-		live := false
-		for _, q := range served {
-			live = live || q.ctx.Err() == nil
-		}
-		if !live {
-			s.endLocked(resource, e, "abandoned grant released")
-		}
-		for _, q := range served {
-			if err := q.ctx.Err(); err != nil {
-				q.resultC <- result{err: fmt.Errorf("lock: acquire %q: %w", resource, err)}
-			} else {
-				q.resultC <- result{lease: l}
-			}
-		}
+		ended = "abandoned grant released"
 	}
 }
 
-// endLocked ends the current lease in the ledger and in memory. A failure to
-// record it is logged: the next grant overwrites the record anyway.
+// passLocked ends the current lease, logged as msg, and grants the resource
+// to the first waiter still waiting in the same ledger change (one commit,
+// with Ledger.Handoff); with nobody waiting, it ends the lease alone. On
+// failure it changes nothing in memory and returns the error: the lease is
+// still held, and the waiter still first in the queue. It reports whether the
+// new grant was abandoned: all its requests had gone when it was recorded.
+func (s *Service) passLocked(ctx context.Context, resource string, e *entry, msg string) (abandoned bool, err error) {
+	old := *e.lease
+	w := s.firstWaiterLocked(resource, e)
+	if w == nil {
+		lastFence, err := s.ledger.End(ctx, resource, old.Token)
+		if err != nil {
+			return false, err
+		}
+		clearLeaseLocked(e)
+		s.log(msg, old, lastFence)
+		return false, nil
+	}
+	// The deadline counts from before the ledger write, as in grantLocked.
+	expires := time.Now().Add(w.ttl)
+	token, lastFence, err := s.ledger.Handoff(ctx, resource, old.Token, w.holder, w.ttl, expires)
+	if err != nil {
+		return false, err
+	}
+	clearLeaseLocked(e)
+	s.log(msg, old, lastFence)
+	popLocked(e)
+	l, err := s.grantedLocked(e, fence.Lease{Resource: resource, Holder: w.holder, Token: token, TTL: w.ttl, Expires: expires}, lastFence)
+	if err != nil {
+		// Recorded but not signed: w learns why, and the lease runs out its TTL.
+		w.resultC <- result{err: err}
+		return false, nil
+	}
+	return s.serveLocked(resource, e, w, l), nil
+}
+
+// firstWaiterLocked answers and drops the waiters at the head of the queue
+// whose callers have gone, and returns the first one still waiting, left at
+// the head; nil if there is none.
+func (s *Service) firstWaiterLocked(resource string, e *entry) *waiter {
+	for len(e.queue) > 0 {
+		w := e.queue[0]
+		err := w.ctx.Err()
+		if err == nil {
+			return w
+		}
+		popLocked(e)
+		w.resultC <- result{err: fmt.Errorf("lock: acquire %q: %w", resource, err)}
+	}
+	return nil
+}
+
+// popLocked takes the first waiter out of the queue.
+func popLocked(e *entry) {
+	e.queue = e.queue[1:]
+	waiters.Dec()
+}
+
+// serveLocked answers w, taken out of the queue, and the later waiters of the
+// same holder with l, and reports whether all of them had gone: then nobody
+// holds l, and the caller ends it at once.
+func (s *Service) serveLocked(resource string, e *entry, w *waiter, l fence.Lease) (abandoned bool) {
+	served := []*waiter{w}
+	rest := e.queue[:0]
+	for _, q := range e.queue {
+		if q.holder == w.holder {
+			served = append(served, q)
+			waiters.Dec()
+		} else {
+			rest = append(rest, q)
+		}
+	}
+	e.queue = rest
+	abandoned = true
+	for _, q := range served {
+		if err := q.ctx.Err(); err != nil {
+			q.resultC <- result{err: fmt.Errorf("lock: acquire %q: %w", resource, err)}
+		} else {
+			q.resultC <- result{lease: l}
+			abandoned = false
+		}
+	}
+	return abandoned
+}
+
+// endLocked ends the current lease in the ledger and in memory, and hands
+// nothing off (a lock-delay follows). A failure to record it is logged: the
+// next grant overwrites the record anyway.
 func (s *Service) endLocked(resource string, e *entry, msg string) {
 	l := *e.lease
 	clearLeaseLocked(e)

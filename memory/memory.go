@@ -19,8 +19,8 @@ import (
 type rules = state.DB
 
 // DB is state in memory. It implements fence.Store (Put, Get, Delete, Fence,
-// Claim, Txn) and fence.Ledger (Grant, Refresh, End, Revoke, SetDelay, Leases,
-// LastToken) and is safe for concurrent use. It needs no Close. The zero DB is
+// Claim, Txn) and fence.Ledger (Grant, Refresh, End, Handoff, Revoke, SetDelay,
+// Leases, LastToken) and is safe for concurrent use. It needs no Close. The zero DB is
 // not usable; call New.
 type DB struct {
 	*rules

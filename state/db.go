@@ -428,6 +428,16 @@ func (db *DB) End(ctx context.Context, resource string, token fence.Token) (fenc
 	return lastFence, db.wrap(err, "end %q", resource)
 }
 
+// Handoff implements fence.Ledger: the end and the grant are one change of
+// one commit.
+func (db *DB) Handoff(ctx context.Context, resource string, token fence.Token, holder string, ttl time.Duration, expires time.Time) (next, lastFence fence.Token, err error) {
+	err = db.Update(ctx, func(tx Tx) (err error) {
+		next, lastFence, err = Handoff(tx, resource, token, holder, ttl, expires)
+		return err
+	})
+	return next, lastFence, db.wrap(err, "hand off %q", resource)
+}
+
 // Revoke implements fence.Ledger.
 func (db *DB) Revoke(ctx context.Context, resource string) (lastFence, revoked fence.Token, err error) {
 	err = fence.ValidateResource(resource)

@@ -312,8 +312,8 @@ func Grant(tx Tx, resource, holder string, ttl time.Duration, expires time.Time)
 	if err != nil {
 		return 0, err
 	}
-	if r.LastToken >= fence.MaxToken {
-		return 0, fmt.Errorf("%w: %q", ErrTokensExhausted, resource)
+	if err := checkNextToken(resource, r); err != nil {
+		return 0, err
 	}
 	token := r.LastToken + 1
 	r.LastToken, r.LastFence = token, max(r.LastFence, token)
@@ -331,7 +331,7 @@ func Refresh(tx Tx, resource string, token fence.Token, ttl time.Duration, expir
 	if err != nil {
 		return 0, err
 	}
-	if r.LeaseToken == 0 || r.LeaseToken != token {
+	if !r.leased(token) {
 		return 0, &fence.LeaseLostError{Resource: resource, Presented: token, Current: r.LeaseToken}
 	}
 	r.TTL, r.Expires = ttl, expires.UnixNano()
@@ -345,11 +345,42 @@ func End(tx Tx, resource string, token fence.Token) (fence.Token, error) {
 	if err != nil {
 		return 0, err
 	}
-	if r.LeaseToken == 0 || r.LeaseToken != token {
+	if !r.leased(token) {
 		return r.LastFence, nil
 	}
 	r.LeaseToken, r.Holder, r.TTL, r.Expires = 0, "", 0, 0
 	return r.LastFence, tx.SetResource(resource, r)
+}
+
+// Handoff ends the lease with token and grants the resource to holder with
+// the next token, raising the fence to it: End and then Grant in one
+// transaction. It checks for both before it changes anything: a token that
+// is not the recorded lease gets *fence.LeaseLostError, a resource with no
+// token left ErrTokensExhausted, and either way the old lease stays
+// recorded. It returns the new token and the resource's last fence.
+func Handoff(tx Tx, resource string, token fence.Token, holder string, ttl time.Duration, expires time.Time) (next, lastFence fence.Token, err error) {
+	r, err := tx.Resource(resource)
+	if err != nil {
+		return 0, 0, err
+	}
+	if !r.leased(token) {
+		return 0, 0, &fence.LeaseLostError{Resource: resource, Presented: token, Current: r.LeaseToken}
+	}
+	if err := checkNextToken(resource, r); err != nil {
+		return 0, 0, err
+	}
+	// Neither End nor Grant can refuse now: any error is the engine's, and
+	// rolls the transaction back.
+	if _, err := End(tx, resource, token); err != nil {
+		return 0, 0, err
+	}
+	if next, err = Grant(tx, resource, holder, ttl, expires); err != nil {
+		return 0, 0, err
+	}
+	if r, err = tx.Resource(resource); err != nil {
+		return 0, 0, err
+	}
+	return next, r.LastFence, nil
 }
 
 // Revoke ends the recorded lease, if any, and issues the resource's next token
@@ -361,8 +392,8 @@ func Revoke(tx Tx, resource string) (lastFence, revoked fence.Token, err error) 
 	if err != nil {
 		return 0, 0, err
 	}
-	if r.LastToken >= fence.MaxToken {
-		return 0, 0, fmt.Errorf("%w: %q", ErrTokensExhausted, resource)
+	if err := checkNextToken(resource, r); err != nil {
+		return 0, 0, err
 	}
 	revoked = r.LeaseToken
 	token := r.LastToken + 1
@@ -387,6 +418,19 @@ func SetDelay(tx Tx, resource string, d time.Duration) error {
 	}
 	r.Delay = d
 	return tx.SetResource(resource, r)
+}
+
+// leased reports whether token is the lease recorded in r.
+func (r Resource) leased(token fence.Token) bool {
+	return r.LeaseToken != 0 && r.LeaseToken == token
+}
+
+// checkNextToken returns ErrTokensExhausted if the resource cannot issue another token.
+func checkNextToken(name string, r Resource) error {
+	if r.LastToken >= fence.MaxToken {
+		return fmt.Errorf("%w: %q", ErrTokensExhausted, name)
+	}
+	return nil
 }
 
 // Lease returns the lease recorded in r, if any.

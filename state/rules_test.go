@@ -402,6 +402,82 @@ func TestRefreshEnd(t *testing.T) {
 	}
 }
 
+func TestHandoff(t *testing.T) {
+	exp := time.Unix(1_900_000_000, 5)
+	t.Run("OK", func(t *testing.T) {
+		tx := newTx()
+		old, _ := state.Grant(tx, "a", "h1", time.Second, exp)
+		next, lastFence, err := state.Handoff(tx, "a", old, "h2", time.Minute, exp.Add(time.Hour))
+		if err != nil || next != old+1 || lastFence != next {
+			t.Fatalf("Handoff=%d, %d, %v; want %d, %d, nil", next, lastFence, err, old+1, old+1)
+		}
+		want := state.Resource{LastToken: next, LastFence: next, LeaseToken: next, Holder: "h2", TTL: time.Minute, Expires: exp.Add(time.Hour).UnixNano()}
+		if got := tx.resources["a"]; got != want {
+			t.Fatalf("Resource=%+v, want %+v", got, want)
+		}
+		// The same state as End and then Grant.
+		two := newTx()
+		state.Grant(two, "a", "h1", time.Second, exp)
+		state.End(two, "a", old)
+		state.Grant(two, "a", "h2", time.Minute, exp.Add(time.Hour))
+		if got := two.resources["a"]; got != want {
+			t.Fatalf("End+Grant: Resource=%+v, want %+v", got, want)
+		}
+		if _, err := state.Refresh(tx, "a", old, time.Second, exp); !errors.Is(err, fence.ErrLeaseLost) {
+			t.Fatalf("Refresh of the old lease: err=%v, want ErrLeaseLost", err)
+		}
+		if _, err := state.Put(tx, "a", "k", nil, old, fence.Cond{}); !errors.Is(err, fence.ErrFenced) {
+			t.Fatalf("Put with the old token: err=%v, want ErrFenced", err)
+		}
+		if tx.rev != 0 {
+			t.Fatalf("Rev=%d, want 0 (a hand-off is not a write)", tx.rev)
+		}
+	})
+
+	// A hand-off never lowers a fence, as a grant never does.
+	t.Run("FenceNeverDown", func(t *testing.T) {
+		tx := newTx()
+		tx.resources["a"] = state.Resource{LastToken: 2, LastFence: 9, LeaseToken: 2, Holder: "h"}
+		if next, lastFence, err := state.Handoff(tx, "a", 2, "h2", time.Second, exp); err != nil || next != 3 || lastFence != 9 {
+			t.Fatalf("Handoff=%d, %d, %v; want 3, 9, nil", next, lastFence, err)
+		}
+	})
+
+	// A stale or unknown token changes nothing: not the lease, not the tokens.
+	t.Run("ErrLeaseLost", func(t *testing.T) {
+		tx := newTx()
+		tx.resources["a"] = state.Resource{LastToken: 4, LastFence: 4, LeaseToken: 4, Holder: "h", TTL: time.Second, Expires: 1}
+		tx.resources["free"] = state.Resource{LastToken: 4, LastFence: 4}
+		before := tx.clone()
+		for _, c := range []struct {
+			resource string
+			token    fence.Token
+			current  fence.Token
+		}{{"a", 3, 4}, {"a", 5, 4}, {"a", 0, 4}, {"free", 4, 0}, {"free", 0, 0}, {"never", 1, 0}} {
+			_, _, err := state.Handoff(tx, c.resource, c.token, "h2", time.Second, exp)
+			var lost *fence.LeaseLostError
+			if !errors.As(err, &lost) || lost.Resource != c.resource || lost.Presented != c.token || lost.Current != c.current {
+				t.Fatalf("Handoff(%q, %d): err=%v, want LeaseLostError{Presented: %d, Current: %d}", c.resource, c.token, err, c.token, c.current)
+			}
+			if !state.IsRejection(err) {
+				t.Fatalf("IsRejection(%v)=false, want true", err)
+			}
+			tx.same(t, before)
+		}
+	})
+
+	// With no token left, the old lease stays recorded.
+	t.Run("ErrTokensExhausted", func(t *testing.T) {
+		tx := newTx()
+		tx.resources["a"] = state.Resource{LastToken: fence.MaxToken, LastFence: fence.MaxToken, LeaseToken: fence.MaxToken, Holder: "h"}
+		before := tx.clone()
+		if _, _, err := state.Handoff(tx, "a", fence.MaxToken, "h2", time.Second, exp); !errors.Is(err, state.ErrTokensExhausted) {
+			t.Fatalf("Handoff: err=%v, want ErrTokensExhausted", err)
+		}
+		tx.same(t, before)
+	})
+}
+
 func TestIsRejection(t *testing.T) {
 	for _, err := range []error{
 		fence.ErrFenced, fence.ErrTokenNotIssued, fence.ErrLeaseLost, fence.ErrFenceRequired, fence.ErrInvalidToken,
