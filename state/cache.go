@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -136,25 +135,27 @@ func (c *Cache) Len() int {
 // Update implements Engine: fn runs on an overlay of the cache, whose
 // writes are committed to the Remote and then, if applied, kept.
 func (c *Cache) Update(ctx context.Context, fn func(tx Tx) error) error {
-	tx := &overlay{c: c, resources: map[string]Resource{}, entries: map[EntryID]*Entry{}}
-	c.mu.Lock()
-	tx.rev = c.rev
-	c.mu.Unlock()
+	tx := NewOverlay(cacheBase{c})
 	if err := fn(tx); err != nil {
 		return err
 	}
-	ch := &Changes{Resources: tx.resources, Entries: tx.entries, Rev: tx.rev, RevSet: tx.revSet}
+	ch, err := tx.Changes()
+	if err != nil {
+		return err
+	}
 	cctx, cancel := context.WithTimeout(ctx, cmp.Or(c.CommitTimeout, DefaultCommitTimeout))
-	err := c.remote.Commit(cctx, c.epoch, ch)
+	err = c.remote.Commit(cctx, c.epoch, ch)
 	cancel()
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	maps.Copy(c.resources, tx.resources)
-	c.rev = tx.rev
-	for id, e := range tx.entries {
+	maps.Copy(c.resources, ch.Resources)
+	if ch.RevSet {
+		c.rev = ch.Rev
+	}
+	for id, e := range ch.Entries {
 		c.dropLocked(id)
 		if e != nil {
 			c.keepLocked(id, *e)
@@ -186,83 +187,50 @@ func (c *Cache) dropLocked(id EntryID) {
 	}
 }
 
-// overlay is the Tx of one Update: the writes of the transaction over the
-// cache's committed state.
-type overlay struct {
-	c         *Cache
-	resources map[string]Resource
-	entries   map[EntryID]*Entry
-	rev       fence.Rev
-	revSet    bool
+// cacheBase is the committed state of a Cache, as an Overlay reads it:
+// resources from memory, entries from memory or, on a miss, from the Remote.
+type cacheBase struct{ c *Cache }
+
+func (b cacheBase) Resource(name string) (Resource, error) {
+	b.c.mu.Lock()
+	defer b.c.mu.Unlock()
+	return b.c.resources[name], nil
 }
 
-func (t *overlay) Resource(name string) (Resource, error) {
-	if r, ok := t.resources[name]; ok {
-		return r, nil
-	}
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	return t.c.resources[name], nil
-}
-
-func (t *overlay) SetResource(name string, r Resource) error {
-	t.resources[name] = r
-	return nil
-}
-
-func (t *overlay) Entry(resource, key string) (Entry, bool, error) {
+func (b cacheBase) Entry(resource, key string) (Entry, bool, error) {
 	id := EntryID{resource, key}
-	if e, ok := t.entries[id]; ok {
-		if e == nil {
-			return Entry{}, false, nil
-		}
-		return *e, true, nil
-	}
-	t.c.mu.Lock()
-	e, ok := t.c.entries[id]
-	t.c.mu.Unlock()
+	b.c.mu.Lock()
+	e, ok := b.c.entries[id]
+	b.c.mu.Unlock()
 	if ok {
 		return e, true, nil
 	}
 	// Not cached: read it. Only this leader writes, so what the Remote has
 	// is what the cache would have; the commit's epoch check confirms it.
-	e, ok, err := t.c.remote.Entry(context.Background(), resource, key)
+	e, ok, err := b.c.remote.Entry(context.Background(), resource, key)
 	if err != nil {
 		return Entry{}, false, fmt.Errorf("state: read %q/%q: %w", resource, key, err)
 	}
 	if ok {
-		t.c.mu.Lock()
-		t.c.keepLocked(id, e)
-		t.c.mu.Unlock()
+		b.c.mu.Lock()
+		b.c.keepLocked(id, e)
+		b.c.mu.Unlock()
 	}
 	return e, ok, nil
 }
 
-func (t *overlay) SetEntry(resource, key string, e Entry) error {
-	e.Value = append([]byte(nil), e.Value...) // the caller's buffer is not ours
-	t.entries[EntryID{resource, key}] = &e
-	return nil
+func (b cacheBase) Rev() (fence.Rev, error) {
+	b.c.mu.Lock()
+	defer b.c.mu.Unlock()
+	return b.c.rev, nil
 }
 
-func (t *overlay) DeleteEntry(resource, key string) error {
-	t.entries[EntryID{resource, key}] = nil
-	return nil
-}
-
-func (t *overlay) Rev() (fence.Rev, error) { return t.rev, nil }
-
-func (t *overlay) SetRev(rev fence.Rev) error {
-	t.rev, t.revSet = rev, true
-	return nil
-}
-
-func (t *overlay) Resources(fn func(name string, r Resource) error) error {
-	t.c.mu.Lock()
-	all := maps.Clone(t.c.resources)
-	t.c.mu.Unlock()
-	maps.Copy(all, t.resources)
-	for _, name := range slices.Sorted(maps.Keys(all)) {
-		if err := fn(name, all[name]); err != nil {
+func (b cacheBase) Resources(fn func(name string, r Resource) error) error {
+	b.c.mu.Lock()
+	all := maps.Clone(b.c.resources)
+	b.c.mu.Unlock()
+	for name, r := range all {
+		if err := fn(name, r); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,123 @@
+package state
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/fence-lock/fence"
+)
+
+// Base is committed state that an Overlay reads through to. Its methods
+// see only committed changes; implementations say whether they are safe
+// for concurrent use.
+type Base interface {
+	Resource(name string) (Resource, error)
+	Entry(resource, key string) (Entry, bool, error)
+	Rev() (fence.Rev, error)
+	// Resources calls fn for every resource with state, in any order.
+	Resources(fn func(name string, r Resource) error) error
+}
+
+// Overlay is a Tx over a Base that keeps its writes aside, for engines that
+// apply a transaction after it is durable (a log, a remote engine): reads see
+// the transaction's own writes, then the Base; Changes returns the writes.
+// It is not safe for concurrent use.
+type Overlay struct {
+	base      Base
+	resources map[string]Resource
+	entries   map[EntryID]*Entry // nil: deleted
+	rev       fence.Rev
+	revRead   bool // rev holds the Base's revision or a newer one
+	revSet    bool
+}
+
+var _ Tx = (*Overlay)(nil)
+
+// NewOverlay returns an empty transaction over base.
+func NewOverlay(base Base) *Overlay {
+	return &Overlay{base: base, resources: map[string]Resource{}, entries: map[EntryID]*Entry{}}
+}
+
+// Changes returns the writes of the transaction.
+func (o *Overlay) Changes() (*Changes, error) {
+	rev, err := o.Rev()
+	if err != nil {
+		return nil, err
+	}
+	return &Changes{Resources: o.resources, Entries: o.entries, Rev: rev, RevSet: o.revSet}, nil
+}
+
+// Resource implements Tx.
+func (o *Overlay) Resource(name string) (Resource, error) {
+	if r, ok := o.resources[name]; ok {
+		return r, nil
+	}
+	return o.base.Resource(name)
+}
+
+// SetResource implements Tx.
+func (o *Overlay) SetResource(name string, r Resource) error {
+	o.resources[name] = r
+	return nil
+}
+
+// Entry implements Tx.
+func (o *Overlay) Entry(resource, key string) (Entry, bool, error) {
+	if e, ok := o.entries[EntryID{resource, key}]; ok {
+		if e == nil {
+			return Entry{}, false, nil
+		}
+		return *e, true, nil
+	}
+	return o.base.Entry(resource, key)
+}
+
+// SetEntry implements Tx. It keeps a copy of the value: the caller's buffer
+// is not the transaction's.
+func (o *Overlay) SetEntry(resource, key string, e Entry) error {
+	e.Value = append(make([]byte, 0, len(e.Value)), e.Value...)
+	o.entries[EntryID{resource, key}] = &e
+	return nil
+}
+
+// DeleteEntry implements Tx.
+func (o *Overlay) DeleteEntry(resource, key string) error {
+	o.entries[EntryID{resource, key}] = nil
+	return nil
+}
+
+// Rev implements Tx.
+func (o *Overlay) Rev() (fence.Rev, error) {
+	if !o.revRead {
+		rev, err := o.base.Rev()
+		if err != nil {
+			return 0, err
+		}
+		o.rev, o.revRead = rev, true
+	}
+	return o.rev, nil
+}
+
+// SetRev implements Tx.
+func (o *Overlay) SetRev(rev fence.Rev) error {
+	o.rev, o.revRead, o.revSet = rev, true, true
+	return nil
+}
+
+// Resources implements Tx, in byte order of name.
+func (o *Overlay) Resources(fn func(name string, r Resource) error) error {
+	all := map[string]Resource{}
+	if err := o.base.Resources(func(name string, r Resource) error {
+		all[name] = r
+		return nil
+	}); err != nil {
+		return err
+	}
+	maps.Copy(all, o.resources)
+	for _, name := range slices.Sorted(maps.Keys(all)) {
+		if err := fn(name, all[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
