@@ -1,0 +1,547 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/state"
+)
+
+// Defaults of Options.
+const (
+	DefaultSegmentSize   = 64 << 20
+	DefaultSnapshotEvery = 64 << 20
+)
+
+// Options tune a journal; the zero value of a field is its default.
+type Options struct {
+	// SegmentSize is the size of a log segment. Default DefaultSegmentSize.
+	SegmentSize int64
+	// SnapshotEvery is how many bytes of log written since the last
+	// snapshot start the next one; older segments are then removed.
+	// Default DefaultSnapshotEvery.
+	SnapshotEvery int64
+}
+
+// rules is the shared implementation; the alias keeps the embedded field unexported.
+type rules = state.DB
+
+// DB is fence's durable state: in memory, with every commit appended to a
+// log on disk and fdatasynced before it is applied (one sync per group
+// commit), and snapshots that bound the log. It implements fence.Store (Put,
+// Get, Delete, Fence, Claim, Txn) and fence.Ledger (Grant, Refresh, End,
+// Handoff, Revoke, SetDelay, Leases, LastToken) with the rules and the group commit of
+// package state, and is safe for concurrent use.
+type DB struct {
+	*rules
+	e *engine
+}
+
+var (
+	_ fence.Store  = (*DB)(nil)
+	_ fence.Ledger = (*DB)(nil)
+)
+
+// Open opens or creates the journal in directory dir with the default
+// options. It fails if another process has the directory open.
+func Open(dir string) (*DB, error) { return OpenOptions(dir, Options{}) }
+
+// OpenOptions is Open with options.
+func OpenOptions(dir string, opts Options) (*DB, error) {
+	if opts.SegmentSize <= 0 {
+		opts.SegmentSize = DefaultSegmentSize
+	}
+	if opts.SnapshotEvery <= 0 {
+		opts.SnapshotEvery = DefaultSnapshotEvery
+	}
+	e, err := openEngine(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{e: e}
+	db.rules = state.NewDB("journal", e)
+	return db, nil
+}
+
+// Close finishes the changes already queued, waits for a snapshot in
+// progress, and closes the journal. Later calls return fence.ErrClosed; a
+// second Close returns when the first is done.
+func (db *DB) Close() error {
+	db.rules.Close()
+	return db.e.close()
+}
+
+// Check reports whether the journal takes changes, for readiness probes.
+func (db *DB) Check() error {
+	if err := db.Err(); err != nil {
+		return err
+	}
+	return db.e.check()
+}
+
+// engine implements state.Engine, state.Viewer and state.Limiter.
+type engine struct {
+	dir  string
+	opts Options
+	lock *os.File // flock'ed while open
+
+	mu        sync.RWMutex // guards the state and closed
+	resources map[string]state.Resource
+	entries   map[state.EntryID]state.Entry
+	rev       fence.Rev
+	closed    bool
+	closeOnce sync.Once
+	closeErr  error
+
+	// The writer's state: used by Update, which the DB runs one at a time.
+	seg       *segment
+	payload   []byte
+	record    []byte
+	sinceSnap int64
+
+	spareWG sync.WaitGroup // the spare segment being made
+	snapWG  sync.WaitGroup // the snapshot being written
+
+	bgMu     sync.Mutex // guards what follows: the background work's results
+	spare    uint64     // a made segment not used yet, 0 if none
+	spareErr error
+	snapping bool
+	snapN    uint64 // the number of the last snapshot
+	snapErr  error
+}
+
+func openEngine(dir string, opts Options) (*engine, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("journal: create data directory: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("journal: open %s: in use by another process", dir)
+		}
+		return nil, fmt.Errorf("journal: open %s: lock: %w", dir, err)
+	}
+	e := &engine{dir: dir, opts: opts, lock: lock,
+		resources: map[string]state.Resource{}, entries: map[state.EntryID]state.Entry{}}
+	if err := e.recover(); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
+	}
+	return e, nil
+}
+
+// recover loads the newest snapshot, replays the log after it, and starts a
+// new segment for the commits to come: the segments before it are never
+// written again, whatever their tails hold.
+func (e *engine) recover() error {
+	names, err := os.ReadDir(e.dir)
+	if err != nil {
+		return err
+	}
+	for _, de := range names {
+		if strings.HasSuffix(de.Name(), ".tmp") {
+			os.Remove(filepath.Join(e.dir, de.Name())) // half made before a crash
+		}
+	}
+	snaps, err := listFiles(e.dir, "snap-", ".bin")
+	if err != nil {
+		return err
+	}
+	pos := position{seq: 1} // the log starts with segment 1
+	if len(snaps) > 0 {
+		e.snapN = snaps[len(snaps)-1]
+		if pos, err = readSnapshot(e.dir, e.snapN, e); err != nil {
+			return fmt.Errorf("snapshot %s: %w", snapshotName(e.snapN), err)
+		}
+	}
+	segs, err := listFiles(e.dir, "log-", ".seg")
+	if err != nil {
+		return err
+	}
+	next := pos.seq
+	for _, seq := range segs {
+		if seq < pos.seq {
+			continue // before the snapshot: left over by a crash during the removal
+		}
+		if seq != next {
+			return fmt.Errorf("%w: log segment %s is missing", errCorrupt, segmentName(next))
+		}
+		off := int64(0)
+		if seq == pos.seq {
+			off = int64(pos.off)
+		}
+		if _, err := readSegment(e.dir, seq, off, func(p []byte) error { return decodeOps(p, e) }); err != nil {
+			return fmt.Errorf("log segment %s: %w", segmentName(seq), err)
+		}
+		next = seq + 1
+	}
+	if err := createSegment(e.dir, next, e.opts.SegmentSize); err != nil {
+		return fmt.Errorf("new log segment: %w", err)
+	}
+	if e.seg, err = openSegment(e.dir, next, 0); err != nil {
+		return err
+	}
+	e.makeSpare(next + 1)
+	return nil
+}
+
+// The engine applies replayed and committed changes to its state.
+func (e *engine) setResource(name string, r state.Resource) { e.resources[name] = r }
+
+func (e *engine) setEntry(id state.EntryID, en state.Entry) { e.entries[id] = en }
+
+func (e *engine) deleteEntry(id state.EntryID) { delete(e.entries, id) }
+
+func (e *engine) setRev(rev fence.Rev) { e.rev = rev }
+
+// makeSpare makes segment seq in the background, for the next roll.
+func (e *engine) makeSpare(seq uint64) {
+	e.spareWG.Add(1)
+	go func() {
+		defer e.spareWG.Done()
+		err := createSegment(e.dir, seq, e.opts.SegmentSize)
+		e.bgMu.Lock()
+		defer e.bgMu.Unlock()
+		if err != nil {
+			e.spareErr = err
+			return
+		}
+		e.spare = seq
+	}()
+}
+
+// Limits implements state.Limiter: a batch fits in a segment.
+func (e *engine) Limits() (maxChanges, maxBytes int) {
+	return state.DefaultMaxBatch, int(e.opts.SegmentSize / 4)
+}
+
+// Update implements state.Engine: fn runs on an overlay of the state; its
+// changes are appended to the log and synced, then applied. A failed write
+// or sync may have left the record on disk, to be replayed at the next
+// open: its outcome is unknown, and the DB stops taking changes.
+func (e *engine) Update(ctx context.Context, fn func(tx state.Tx) error) error {
+	if e.isClosed() {
+		return fmt.Errorf("%w: %w", state.ErrNotApplied, fence.ErrClosed)
+	}
+	o := state.NewOverlay(base{e})
+	if err := fn(o); err != nil {
+		return err
+	}
+	c, err := o.Changes()
+	if err != nil {
+		return err
+	}
+	if c.Empty() {
+		return nil // reads and rejections only
+	}
+	e.payload = encodeChanges(e.payload[:0], c)
+	if !e.seg.fits(len(e.payload)) {
+		if int64(len(e.payload)+recordHeader) > e.opts.SegmentSize {
+			return fmt.Errorf("journal: a commit of %d bytes does not fit in a log segment of %d: %w: %w",
+				len(e.payload), e.opts.SegmentSize, state.ErrNotApplied, fence.ErrTooLarge)
+		}
+		if err := e.roll(); err != nil {
+			return fmt.Errorf("journal: %w: %w", state.ErrNotApplied, err)
+		}
+	}
+	if e.record, err = e.seg.append(e.record, e.payload); err != nil {
+		return fmt.Errorf("journal: write the log: %w", err)
+	}
+	e.mu.Lock()
+	maps.Copy(e.resources, c.Resources)
+	for id, en := range c.Entries {
+		if en == nil {
+			delete(e.entries, id)
+		} else {
+			e.entries[id] = *en
+		}
+	}
+	if c.RevSet {
+		e.rev = c.Rev
+	}
+	e.mu.Unlock()
+	e.sinceSnap += int64(len(e.record))
+	if e.sinceSnap >= e.opts.SnapshotEvery {
+		e.snapshot()
+	}
+	return nil
+}
+
+// roll moves the writer to the next segment.
+func (e *engine) roll() error {
+	next := e.seg.seq + 1
+	e.spareWG.Wait() // the spare, if it is being made
+	e.bgMu.Lock()
+	spare, spareErr := e.spare, e.spareErr
+	e.spare, e.spareErr = 0, nil
+	e.bgMu.Unlock()
+	if spare != next {
+		if err := createSegment(e.dir, next, e.opts.SegmentSize); err != nil {
+			return fmt.Errorf("new log segment (after %v): %w", spareErr, err)
+		}
+	}
+	seg, err := openSegment(e.dir, next, 0)
+	if err != nil {
+		return err
+	}
+	e.seg.f.Close()
+	e.seg = seg
+	e.makeSpare(next + 1)
+	return nil
+}
+
+// snapshot writes the state as of the end of the log in the background,
+// then removes the segments and snapshots it replaces. Commits go on
+// meanwhile: the maps are copied (not their values) under the read lock.
+func (e *engine) snapshot() {
+	e.bgMu.Lock()
+	if e.snapping {
+		e.bgMu.Unlock()
+		return
+	}
+	e.snapping = true
+	e.snapN++
+	n := e.snapN
+	e.bgMu.Unlock()
+	pos := position{seq: e.seg.seq, off: uint64(e.seg.off)}
+	e.mu.RLock()
+	resources, entries, rev := maps.Clone(e.resources), maps.Clone(e.entries), e.rev
+	e.mu.RUnlock()
+	e.sinceSnap = 0
+	e.snapWG.Add(1)
+	go func() {
+		defer e.snapWG.Done()
+		err := writeSnapshot(e.dir, n, pos, resources, entries, rev)
+		if err == nil {
+			err = e.removeBefore(n, pos.seq)
+		}
+		e.bgMu.Lock()
+		defer e.bgMu.Unlock()
+		e.snapping = false
+		if err != nil {
+			e.snapErr = err // the log goes on; the next snapshot retries
+		}
+	}()
+}
+
+// removeBefore removes the snapshots before n and the segments before seq.
+func (e *engine) removeBefore(n, seq uint64) error {
+	snaps, err := listFiles(e.dir, "snap-", ".bin")
+	if err != nil {
+		return err
+	}
+	for _, s := range snaps {
+		if s < n {
+			os.Remove(filepath.Join(e.dir, snapshotName(s)))
+		}
+	}
+	segs, err := listFiles(e.dir, "log-", ".seg")
+	if err != nil {
+		return err
+	}
+	for _, s := range segs {
+		if s < seq {
+			os.Remove(filepath.Join(e.dir, segmentName(s)))
+		}
+	}
+	return syncDir(e.dir)
+}
+
+func (e *engine) isClosed() bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.closed
+}
+
+func (e *engine) check() error {
+	if e.isClosed() {
+		return fence.ErrClosed
+	}
+	return nil
+}
+
+func (e *engine) close() error {
+	e.closeOnce.Do(func() {
+		e.mu.Lock()
+		e.closed = true
+		e.mu.Unlock()
+		e.spareWG.Wait()
+		e.snapWG.Wait()
+		e.closeErr = errors.Join(e.seg.f.Close(), e.lock.Close())
+	})
+	return e.closeErr
+}
+
+// View implements state.Viewer: fn reads the state under the read lock.
+func (e *engine) View(ctx context.Context, fn func(tx state.Tx) error) error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return fence.ErrClosed
+	}
+	return fn(view{e})
+}
+
+// base is the engine's state as an Overlay reads it, under the read lock.
+type base struct{ e *engine }
+
+func (b base) Resource(name string) (state.Resource, error) {
+	b.e.mu.RLock()
+	defer b.e.mu.RUnlock()
+	return b.e.resources[name], nil
+}
+
+func (b base) Entry(resource, key string) (state.Entry, bool, error) {
+	b.e.mu.RLock()
+	defer b.e.mu.RUnlock()
+	en, ok := b.e.entries[state.EntryID{Resource: resource, Key: key}]
+	return en, ok, nil
+}
+
+func (b base) Rev() (fence.Rev, error) {
+	b.e.mu.RLock()
+	defer b.e.mu.RUnlock()
+	return b.e.rev, nil
+}
+
+func (b base) Resources(fn func(name string, r state.Resource) error) error {
+	b.e.mu.RLock()
+	all := maps.Clone(b.e.resources)
+	b.e.mu.RUnlock()
+	for name, r := range all {
+		if err := fn(name, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// view is the read-only Tx of View; the caller holds the read lock.
+type view struct{ e *engine }
+
+var errReadOnly = errors.New("journal: write in a read-only transaction")
+
+func (v view) Resource(name string) (state.Resource, error) { return v.e.resources[name], nil }
+
+func (v view) SetResource(string, state.Resource) error { return errReadOnly }
+
+func (v view) Entry(resource, key string) (state.Entry, bool, error) {
+	en, ok := v.e.entries[state.EntryID{Resource: resource, Key: key}]
+	return en, ok, nil
+}
+
+func (v view) SetEntry(string, string, state.Entry) error { return errReadOnly }
+
+func (v view) DeleteEntry(string, string) error { return errReadOnly }
+
+func (v view) Rev() (fence.Rev, error) { return v.e.rev, nil }
+
+func (v view) SetRev(fence.Rev) error { return errReadOnly }
+
+func (v view) Resources(fn func(name string, r state.Resource) error) error {
+	for _, name := range slices.Sorted(maps.Keys(v.e.resources)) {
+		if err := fn(name, v.e.resources[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Export calls resource for every resource with state and entry for every
+// entry, from one consistent view, and returns the store revision: what
+// fence migrate copies into a shared store. Values passed to entry are the
+// journal's: the callee must not change them.
+func (db *DB) Export(ctx context.Context, resource func(name string, r state.Resource) error, entry func(resource, key string, e state.Entry) error) (fence.Rev, error) {
+	var rev fence.Rev
+	err := db.e.View(ctx, func(tx state.Tx) error {
+		rev = db.e.rev
+		for name, r := range db.e.resources {
+			if err := resource(name, r); err != nil {
+				return err
+			}
+		}
+		for id, en := range db.e.entries {
+			if err := entry(id.Resource, id.Key, en); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("journal: export: %w", err)
+	}
+	return rev, nil
+}
+
+// Import copies everything from src (another engine's export, such as
+// bolt's) into the journal in dir, which must not exist yet: it is written
+// in a temporary directory next to dir, synced, and renamed to dir at the
+// end, so that an import cut short leaves no journal behind.
+func Import(dir string, src func(ctx context.Context, resource func(string, state.Resource) error, entry func(string, string, state.Entry) error) (fence.Rev, error)) error {
+	ctx := context.Background()
+	tmp := dir + ".import"
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("journal: import: %w", err)
+	}
+	db, err := Open(tmp)
+	if err != nil {
+		return fmt.Errorf("journal: import: %w", err)
+	}
+	// One transaction per batch of changes, below a segment's size.
+	var fns []func(state.Tx) error
+	bytes := 0
+	flush := func() error {
+		batch := fns
+		fns, bytes = nil, 0
+		return db.Update(ctx, func(tx state.Tx) error {
+			for _, fn := range batch {
+				if err := fn(tx); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	add := func(size int, fn func(state.Tx) error) error {
+		if len(fns) >= 1000 || bytes+size > DefaultSegmentSize/8 {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		fns, bytes = append(fns, fn), bytes+size
+		return nil
+	}
+	rev, err := src(ctx, func(name string, r state.Resource) error {
+		return add(len(name)+64, func(tx state.Tx) error { return tx.SetResource(name, r) })
+	}, func(resource, key string, e state.Entry) error {
+		e.Value = slices.Clone(e.Value)
+		return add(len(resource)+len(key)+len(e.Value)+32, func(tx state.Tx) error { return tx.SetEntry(resource, key, e) })
+	})
+	if err == nil {
+		err = add(0, func(tx state.Tx) error { return tx.SetRev(rev) })
+	}
+	if err == nil {
+		err = flush()
+	}
+	if err = errors.Join(err, db.Close()); err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("journal: import: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("journal: import: %w", err)
+	}
+	return syncDir(filepath.Dir(dir))
+}
