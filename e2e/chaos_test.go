@@ -119,15 +119,24 @@ func TestChaos_ClusterEtcd(t *testing.T) {
 
 // TestChaos_ClusterUnsafeEpoch is the negative control of the cluster: its
 // servers skip the writer-epoch check, so a leader woken from leader-pause
-// may still commit what was under way in it. It does in about one
-// leader-pause in two; 30 s make four or five of them, and found
-// violations (exit 7) in every run we tried.
+// may still commit what was under way in it; 30 s make four or five
+// leader-pauses. Whether an old leader commits before it notices that it
+// lost its lease is a race (it notices within milliseconds of waking), so
+// a run may see no violation: the control takes up to three runs, with
+// other seeds, and needs one that finds violations (exit 7).
 func TestChaos_ClusterUnsafeEpoch(t *testing.T) {
-	rep, code, dir := runClusterChaos(t, "--cluster", "etcd", "--unsafe-epoch", "--duration", "30s", "--seed", "2")
-	t.Logf("%+v", rep)
-	if code != 7 || rep.Violations == 0 || !rep.UnsafeEpoch {
-		t.Fatalf("exit %d, report %+v: want violations found (exit 7); history and logs in %s", code, rep, dir)
+	for attempt, seed := range []string{"2", "3", "4"} {
+		rep, code, dir := runClusterChaos(t, "--cluster", "etcd", "--unsafe-epoch", "--duration", "30s", "--seed", seed)
+		t.Logf("attempt %d: %+v", attempt, rep)
+		if !rep.UnsafeEpoch {
+			t.Fatalf("report %+v: the epoch check was not off", rep)
+		}
+		if code == 7 && rep.Violations > 0 {
+			return
+		}
+		t.Logf("exit %d, no violation; history and logs in %s", code, dir)
 	}
+	t.Fatal("with the epoch check off, 3 runs found no violation: the negative control proves nothing")
 }
 
 // TestChaos_ClusterPostgres runs a short cluster run on PostgreSQL with a

@@ -75,7 +75,7 @@ func TestServe_Env(t *testing.T) {
 	if !strings.Contains(line, `"msg":"fence serving"`) || !strings.Contains(line, `"data":"`+dir+`"`) || !strings.Contains(line, `127.0.0.1:`) {
 		t.Fatalf("first line %s, want serving on 127.0.0.1 with data %s", line, dir)
 	}
-	if _, err := os.Stat(dir + "/fence.db"); err != nil {
+	if _, err := os.Stat(dir + "/journal"); err != nil {
 		t.Fatalf("state not under FENCE_DATA: %v", err)
 	}
 }

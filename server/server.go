@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/bolt"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/lock"
 )
@@ -23,8 +22,8 @@ type Config struct {
 	// "etcd://host:port[,host:port...]/prefix" or "postgres://..." (see
 	// OpenEngine). "", the default, means the embedded store in Data.
 	Store string
-	// Data is the directory of the embedded store (created if missing);
-	// used only when Store is "".
+	// Data is the directory of the embedded store (created if missing; see
+	// OpenEmbedded); used only when Store is "".
 	Data string
 	// Advertise is the base URL at which clients and the other servers
 	// reach this one ("http://10.0.0.1:7700"). Required with Store.
@@ -95,9 +94,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Data == "" {
 		return nil, errors.New("server: no data directory")
 	}
-	db, err := bolt.Open(cfg.Data)
+	db, err := OpenEmbedded(cfg.Data)
 	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		return nil, err
 	}
 	t, err := s.newTerm(ctx, db, db, db.Check, db.Close)
 	if err != nil {

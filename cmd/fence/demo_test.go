@@ -6,24 +6,23 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"github.com/fence-lock/fence/fencetest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/bolt"
+	"github.com/fence-lock/fence/fencetest"
 )
 
 // laxStore is fence storage with its check switched off: a write with a
 // stale token is applied as if it carried the last fence.
-type laxStore struct{ *bolt.DB }
+type laxStore struct{ fence.Store }
 
 func (s laxStore) Put(ctx context.Context, resource, key string, value []byte, token fence.Token, c fence.Cond) (fence.WriteResult, error) {
-	wr, err := s.DB.Put(ctx, resource, key, value, token, c)
+	wr, err := s.Store.Put(ctx, resource, key, value, token, c)
 	if fe := (*fence.FencedError)(nil); errors.As(err, &fe) {
-		return s.DB.Put(ctx, resource, key, value, fe.LastFence, c)
+		return s.Store.Put(ctx, resource, key, value, fe.LastFence, c)
 	}
 	return wr, err
 }
@@ -35,7 +34,7 @@ func newDemoServer(t *testing.T, lax bool) string {
 	if !lax {
 		return fencetest.NewServer(t, nil)
 	}
-	return fencetest.NewServer(t, func(s fence.Store) fence.Store { return laxStore{s.(*bolt.DB)} })
+	return fencetest.NewServer(t, func(s fence.Store) fence.Store { return laxStore{s} })
 }
 
 // runDemo runs fence demo with args and returns its stdout, stderr and error.

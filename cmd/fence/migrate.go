@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fence-lock/fence/bolt"
 	"github.com/fence-lock/fence/internal/admin"
 	"github.com/fence-lock/fence/server"
 )
@@ -39,7 +38,7 @@ func migrateCmd(ctx context.Context, args []string, std stdio) error {
 	if server.EngineName(to) == "" {
 		return &usageError{fmt.Errorf("migrate: --to %q: want etcd://, etcds:// or postgres://", redactStore(to))}
 	}
-	src, err := bolt.Open(from)
+	src, err := server.OpenEmbedded(from)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -92,7 +91,7 @@ func bumpCmd(ctx context.Context, args []string, std stdio) error {
 		where   string
 	)
 	if data != "" {
-		b, err := bolt.Open(data)
+		b, err := server.OpenEmbedded(data)
 		if err != nil {
 			return fmt.Errorf("bump: %w", err)
 		}

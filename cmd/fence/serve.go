@@ -164,7 +164,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flag.FlagSet {
 		fmt.Fprint(fs.Output(), `Usage: fence serve [flags]
 
 Runs the lock service and the fenced storage behind the v1 HTTP API, with the
-state in a bbolt file under --data, or with --store in etcd or PostgreSQL,
+state in the embedded store under --data, or with --store in etcd or PostgreSQL,
 shared by several servers: one leads, the others forward to it and take over
 when it fails. Logs are JSON lines on stderr. SIGINT or SIGTERM stops it
 gracefully.

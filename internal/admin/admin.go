@@ -11,7 +11,6 @@ import (
 	"slices"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/bolt"
 	"github.com/fence-lock/fence/state"
 )
 
@@ -22,10 +21,16 @@ const (
 	batchBytes = 1 << 20
 )
 
-// DB is state that runs transactions: a *state.DB, a *bolt.DB or a *memory.DB.
+// DB is state that runs transactions: a *state.DB, or an engine that embeds
+// one (*journal.DB, *bolt.DB, *memory.DB).
 type DB interface {
 	View(ctx context.Context, fn func(tx state.Tx) error) error
 	Update(ctx context.Context, fn func(tx state.Tx) error) error
+}
+
+// Exporter is a store that can be copied: a *journal.DB or a *bolt.DB.
+type Exporter interface {
+	Export(ctx context.Context, resource func(name string, r state.Resource) error, entry func(resource, key string, e state.Entry) error) (fence.Rev, error)
 }
 
 // Counts is what a migration copied.
@@ -45,7 +50,7 @@ var ErrNotEmpty = errors.New("admin: the target store is not empty")
 // revisions are the same in dst, so they only go up from there. It commits
 // in batches: if it fails half-way, dst holds part of src, and the
 // migration must be redone into an empty store.
-func Migrate(ctx context.Context, src *bolt.DB, dst DB) (Counts, error) {
+func Migrate(ctx context.Context, src Exporter, dst DB) (Counts, error) {
 	var n Counts
 	err := dst.View(ctx, func(tx state.Tx) error {
 		rev, err := tx.Rev()
