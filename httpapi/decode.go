@@ -109,6 +109,7 @@ func members(what string, data []byte) ([]member, error) {
 		return nil, badRequest("%s: want a JSON object", what)
 	}
 	var ms []member
+	var seen map[string]bool // past a few members, so that finding duplicates stays linear
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -118,10 +119,25 @@ func members(what string, data []byte) ([]member, error) {
 		if !ok { // cannot happen: the decoder checks that names are strings
 			return nil, badRequest("%s: want a member name", what)
 		}
-		for _, m := range ms {
-			if m.name == name {
-				return nil, badRequest("%s: duplicate member %q", what, name)
+		dup := false
+		if seen != nil {
+			dup = seen[name]
+		} else {
+			for _, m := range ms {
+				dup = dup || m.name == name
 			}
+			if len(ms) == 8 {
+				seen = make(map[string]bool)
+				for _, m := range ms {
+					seen[m.name] = true
+				}
+			}
+		}
+		if dup {
+			return nil, badRequest("%s: duplicate member %q", what, name)
+		}
+		if seen != nil {
+			seen[name] = true
 		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {

@@ -215,7 +215,11 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	if err != nil {
 		return &usageError{fmt.Errorf("serve: %w", err)}
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	// Log lines are batched into few writes, off the request path; a crash
+	// can lose the last logFlushInterval of them (never data).
+	logOut := newLogWriter(stderr)
+	defer logOut.Close()
+	logger := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	var tokens *auth.Reloader
 	if cfg.AuthFile != "" {
 		tokens = &auth.Reloader{}
