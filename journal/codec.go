@@ -259,27 +259,110 @@ func writeSnapshot(dir string, n uint64, pos position, resources map[string]stat
 
 // readSnapshot applies snapshot n of dir to a and returns its position.
 func readSnapshot(dir string, n uint64, a applier) (position, error) {
-	data, err := os.ReadFile(filepath.Join(dir, snapshotName(n)))
+	f, err := os.Open(filepath.Join(dir, snapshotName(n)))
 	if err != nil {
 		return position{}, err
 	}
-	return decodeSnapshot(data, a)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return position{}, err
+	}
+	return decodeSnapshot(f, fi.Size(), a)
 }
 
-// decodeSnapshot is readSnapshot on the snapshot's bytes; a snapshot that
-// does not check out applies nothing.
-func decodeSnapshot(data []byte, a applier) (position, error) {
-	if len(data) < len(snapshotMagic)+4 || string(data[:len(snapshotMagic)]) != string(snapshotMagic) {
+// decodeSnapshot reads a snapshot of size bytes from r as a stream and
+// applies it to a. The checksum is at the end: when it does not check out
+// (or the snapshot does not decode), a has been given part of it, and the
+// caller must drop a.
+func decodeSnapshot(r io.Reader, size int64, a applier) (position, error) {
+	if size < int64(len(snapshotMagic))+4 {
 		return position{}, fmt.Errorf("%w: not a snapshot", errCorrupt)
 	}
-	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
-	if crc32.Checksum(body, castagnoli) != sum {
-		return position{}, fmt.Errorf("%w: snapshot checksum", errCorrupt)
+	crc := crc32.New(castagnoli)
+	br := bufio.NewReaderSize(io.TeeReader(io.LimitReader(r, size-4), crc), 1<<20)
+	magic := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != string(snapshotMagic) {
+		return position{}, fmt.Errorf("%w: not a snapshot", errCorrupt)
 	}
-	d := decoder{b: body[len(snapshotMagic):]}
-	pos := position{seq: d.uvarint(), off: d.uvarint()}
-	if d.err != nil {
+	seq, err1 := binary.ReadUvarint(br)
+	off, err2 := binary.ReadUvarint(br)
+	if err1 != nil || err2 != nil {
 		return position{}, fmt.Errorf("%w: snapshot position", errCorrupt)
 	}
-	return pos, applyOps(d.b, a)
+	if err := streamOps(br, a); err != nil {
+		return position{}, err
+	}
+	var sum [4]byte
+	if _, err := io.ReadFull(r, sum[:]); err != nil || crc.Sum32() != binary.BigEndian.Uint32(sum[:]) {
+		return position{}, fmt.Errorf("%w: snapshot checksum", errCorrupt)
+	}
+	return position{seq: seq, off: off}, nil
+}
+
+// streamOps applies the operations read from r until its end.
+func streamOps(r *bufio.Reader, a applier) error {
+	bad := func(what string) error { return fmt.Errorf("%w: snapshot %s", errCorrupt, what) }
+	readBytes := func(buf []byte) ([]byte, error) {
+		n, err := binary.ReadUvarint(r)
+		if err != nil || n > maxRecord {
+			return nil, bad("length")
+		}
+		if uint64(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, bad("truncated")
+		}
+		return buf, nil
+	}
+	var b1, b2, b3 []byte
+	for {
+		kind, err := r.ReadByte()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return bad("truncated")
+		}
+		switch kind {
+		case opResource:
+			if b1, err = readBytes(b1); err != nil {
+				return err
+			}
+			if b3, err = readBytes(b3); err != nil {
+				return err
+			}
+			res, err := state.DecodeResource(b3)
+			if err != nil {
+				return fmt.Errorf("%w: snapshot: %v", errCorrupt, err)
+			}
+			a.setResource(string(b1), res)
+		case opEntry:
+			if b1, err = readBytes(b1); err != nil {
+				return err
+			}
+			if b2, err = readBytes(b2); err != nil {
+				return err
+			}
+			if b3, err = readBytes(b3); err != nil {
+				return err
+			}
+			e, err := state.DecodeEntry(b3)
+			if err != nil {
+				return fmt.Errorf("%w: snapshot: %v", errCorrupt, err)
+			}
+			e.Value = append(make([]byte, 0, len(e.Value)), e.Value...)
+			a.setEntry(state.EntryID{Resource: string(b1), Key: string(b2)}, e)
+		case opRev:
+			rev, err := binary.ReadUvarint(r)
+			if err != nil {
+				return bad("revision")
+			}
+			a.setRev(fence.Rev(rev))
+		default:
+			return bad(fmt.Sprintf("operation kind %d", kind))
+		}
+	}
 }

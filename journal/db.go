@@ -452,8 +452,8 @@ func (v view) Rev() (fence.Rev, error) { return v.e.rev, nil }
 func (v view) SetRev(fence.Rev) error { return errReadOnly }
 
 func (v view) Resources(fn func(name string, r state.Resource) error) error {
-	for _, name := range slices.Sorted(maps.Keys(v.e.resources)) {
-		if err := fn(name, v.e.resources[name]); err != nil {
+	for name, r := range v.e.resources {
+		if err := fn(name, r); err != nil {
 			return err
 		}
 	}
@@ -487,60 +487,37 @@ func (db *DB) Export(ctx context.Context, resource func(name string, r state.Res
 }
 
 // Import copies everything from src (another engine's export, such as
-// bolt's) into the journal in dir, which must not exist yet: it is written
-// in a temporary directory next to dir, synced, and renamed to dir at the
-// end, so that an import cut short leaves no journal behind.
+// bolt's) into a new journal in dir, which must not exist yet, as one
+// snapshot: it is written in a temporary directory next to dir, synced, and
+// renamed to dir at the end, so that an import cut short leaves no journal
+// behind.
 func Import(dir string, src func(ctx context.Context, resource func(string, state.Resource) error, entry func(string, string, state.Entry) error) (fence.Rev, error)) error {
-	ctx := context.Background()
 	tmp := dir + ".import"
 	if err := os.RemoveAll(tmp); err != nil {
 		return fmt.Errorf("journal: import: %w", err)
 	}
-	db, err := Open(tmp)
-	if err != nil {
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return fmt.Errorf("journal: import: %w", err)
 	}
-	// One transaction per batch of changes, below a segment's size.
-	var fns []func(state.Tx) error
-	bytes := 0
-	flush := func() error {
-		batch := fns
-		fns, bytes = nil, 0
-		return db.Update(ctx, func(tx state.Tx) error {
-			for _, fn := range batch {
-				if err := fn(tx); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	add := func(size int, fn func(state.Tx) error) error {
-		if len(fns) >= 1000 || bytes+size > DefaultSegmentSize/8 {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		fns, bytes = append(fns, fn), bytes+size
+	resources := map[string]state.Resource{}
+	entries := map[state.EntryID]state.Entry{}
+	rev, err := src(context.Background(), func(name string, r state.Resource) error {
+		resources[name] = r
 		return nil
-	}
-	rev, err := src(ctx, func(name string, r state.Resource) error {
-		return add(len(name)+64, func(tx state.Tx) error { return tx.SetResource(name, r) })
 	}, func(resource, key string, e state.Entry) error {
 		e.Value = slices.Clone(e.Value)
-		return add(len(resource)+len(key)+len(e.Value)+32, func(tx state.Tx) error { return tx.SetEntry(resource, key, e) })
+		entries[state.EntryID{Resource: resource, Key: key}] = e
+		return nil
 	})
 	if err == nil {
-		err = add(0, func(tx state.Tx) error { return tx.SetRev(rev) })
+		// The log starts after it, at segment 1; recover makes the segment.
+		err = writeSnapshot(tmp, 1, position{seq: 1}, resources, entries, rev)
 	}
 	if err == nil {
-		err = flush()
+		err = os.Rename(tmp, dir)
 	}
-	if err = errors.Join(err, db.Close()); err != nil {
+	if err != nil {
 		os.RemoveAll(tmp)
-		return fmt.Errorf("journal: import: %w", err)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
 		return fmt.Errorf("journal: import: %w", err)
 	}
 	return syncDir(filepath.Dir(dir))

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -135,37 +136,43 @@ func appendRecord(b []byte, seq uint64, payload []byte) []byte {
 }
 
 // readSegment calls fn with the payload of every valid record of segment
-// seq from off, and returns where the valid records end.
+// seq from off, and returns where the valid records end. It reads the file
+// as a stream: a segment is not held in memory whole.
 func readSegment(dir string, seq uint64, off int64, fn func(payload []byte) error) (int64, error) {
 	f, err := os.Open(filepath.Join(dir, segmentName(seq)))
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(f)
-	if err != nil {
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
 		return 0, err
 	}
-	return scanRecords(data, seq, off, fn)
+	return scanRecords(bufio.NewReaderSize(f, 1<<20), seq, off, fn)
 }
 
-// scanRecords is readSegment on the segment's bytes.
-func scanRecords(data []byte, seq uint64, off int64, fn func(payload []byte) error) (int64, error) {
-	if off < 0 || off > int64(len(data)) {
-		return 0, fmt.Errorf("%w: offset %d in a segment of %d bytes", errCorrupt, off, len(data))
-	}
+// scanRecords reads records from r, which is at offset off of segment seq,
+// calls fn with each valid one's payload (valid until the next call), and
+// returns the offset where the valid records end.
+func scanRecords(r io.Reader, seq uint64, off int64, fn func(payload []byte) error) (int64, error) {
+	var h [recordHeader]byte
+	var payload []byte
 	for {
-		rest := data[off:]
-		if len(rest) < recordHeader {
+		if _, err := io.ReadFull(r, h[:]); err != nil {
+			return off, nil // the end of the segment
+		}
+		n := binary.BigEndian.Uint32(h[0:4])
+		if n == 0 || binary.BigEndian.Uint64(h[8:16]) != seq || n > maxRecord {
 			return off, nil
 		}
-		n := binary.BigEndian.Uint32(rest[0:4])
-		if n == 0 || uint64(n) > uint64(len(rest)-recordHeader) || binary.BigEndian.Uint64(rest[8:16]) != seq {
-			return off, nil
+		if cap(payload) < int(n) {
+			payload = make([]byte, n)
 		}
-		payload := rest[recordHeader : recordHeader+int(n)]
-		crc := crc32.Update(0, castagnoli, rest[8:16])
-		if crc32.Update(crc, castagnoli, payload) != binary.BigEndian.Uint32(rest[4:8]) {
+		payload = payload[:n]
+		if _, err := io.ReadFull(r, payload); err != nil {
+			return off, nil // cut short
+		}
+		crc := crc32.Update(0, castagnoli, h[8:16])
+		if crc32.Update(crc, castagnoli, payload) != binary.BigEndian.Uint32(h[4:8]) {
 			return off, nil
 		}
 		if err := fn(payload); err != nil {
@@ -174,6 +181,10 @@ func scanRecords(data []byte, seq uint64, off int64, fn func(payload []byte) err
 		off += recordHeader + int64(n)
 	}
 }
+
+// maxRecord bounds a record's payload: a length beyond it is not a record
+// (a segment is never that large), whatever the bytes say.
+const maxRecord = 1 << 30
 
 // syncDir makes the names in dir durable (creations, renames, removals).
 func syncDir(dir string) error {

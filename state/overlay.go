@@ -1,11 +1,6 @@
 package state
 
-import (
-	"maps"
-	"slices"
-
-	"github.com/fence-lock/fence"
-)
+import "github.com/fence-lock/fence"
 
 // Base is committed state that an Overlay reads through to. Its methods
 // see only committed changes; implementations say whether they are safe
@@ -104,18 +99,19 @@ func (o *Overlay) SetRev(rev fence.Rev) error {
 	return nil
 }
 
-// Resources implements Tx, in byte order of name.
+// Resources implements Tx.
 func (o *Overlay) Resources(fn func(name string, r Resource) error) error {
-	all := map[string]Resource{}
-	if err := o.base.Resources(func(name string, r Resource) error {
-		all[name] = r
-		return nil
-	}); err != nil {
+	err := o.base.Resources(func(name string, r Resource) error {
+		if _, ok := o.resources[name]; ok {
+			return nil // the transaction's own, below
+		}
+		return fn(name, r)
+	})
+	if err != nil {
 		return err
 	}
-	maps.Copy(all, o.resources)
-	for _, name := range slices.Sorted(maps.Keys(all)) {
-		if err := fn(name, all[name]); err != nil {
+	for name, r := range o.resources {
+		if err := fn(name, r); err != nil {
 			return err
 		}
 	}

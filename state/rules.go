@@ -46,8 +46,8 @@ type Tx interface {
 	Rev() (fence.Rev, error)
 	// SetRev stores the store-wide revision.
 	SetRev(rev fence.Rev) error
-	// Resources calls fn for every resource with state, in byte order of
-	// name, until fn returns an error.
+	// Resources calls fn for every resource with state, in any order,
+	// until fn returns an error.
 	Resources(fn func(name string, r Resource) error) error
 }
 
