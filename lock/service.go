@@ -415,7 +415,15 @@ func (s *Service) Revoke(ctx context.Context, resource string) (fence.RevokeResu
 		return fence.RevokeResult{}, fmt.Errorf("lock: revoke %q: %w", resource, err)
 	}
 	defer e.mu.Unlock()
-	s.expireLocked(resource, e, time.Now())
+	if e.lease != nil && !time.Now().Before(e.lease.Expires) {
+		// Expired, not noticed yet. No hand-off here: it would grant the
+		// first waiter a lease that this revoke would then take away. The
+		// revoke ends the recorded lease anyway, and hands off after.
+		l := *e.lease
+		clearLeaseLocked(e)
+		expirationsTotal.Inc()
+		s.log("lock expired", l, l.Token)
+	}
 	var holder string
 	if e.lease != nil {
 		holder = e.lease.Holder
