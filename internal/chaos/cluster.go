@@ -352,7 +352,7 @@ func (s *fenceServer) start() error {
 		return fmt.Errorf("chaos: %w", err)
 	}
 	cmd.Stderr = pw
-	err = spawn(cmd)
+	err = testserver.StartChild(cmd)
 	pw.Close()
 	if err != nil {
 		pr.Close()

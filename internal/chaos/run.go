@@ -25,6 +25,7 @@ import (
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/internal/chaos/history"
 	"github.com/fence-lock/fence/internal/chaos/proxy"
+	"github.com/fence-lock/fence/internal/testserver"
 )
 
 // Fault kinds.
@@ -315,7 +316,7 @@ func (r *run) startClients() error {
 		cmd.Stderr = io.Discard
 		start := cmd.Start
 		if r.cl != nil {
-			start = func() error { return spawn(cmd) } // dies with the harness, like the servers
+			start = func() error { return testserver.StartChild(cmd) } // dies with the harness, like the servers
 		}
 		if err := start(); err != nil {
 			return fmt.Errorf("chaos: starting client %d: %w", i, err)

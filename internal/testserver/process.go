@@ -60,19 +60,36 @@ type process struct {
 	err   error         // cmd.Wait's result, set before doneC is closed
 }
 
-// spawn starts cmd on the spawner's thread. cmd.SysProcAttr must come from
-// sysProcAttr, for the parent-death signal.
-func spawn(cmd *exec.Cmd) (*process, error) {
-	if err := checkPlatform(); err != nil {
-		return nil, err
+// StartChild starts cmd (setting its SysProcAttr) in a process group of
+// its own, so that a terminal's ^C reaches only this process, and, on
+// Linux, so that it is killed when this process dies, however it dies (kill
+// -9 included). fence chaos starts its servers and clients with it.
+func StartChild(cmd *exec.Cmd) error {
+	cmd.SysProcAttr = sysProcAttr(nil)
+	if checkPlatform() != nil {
+		return cmd.Start() // no parent-death signal here: the child may outlive us
 	}
+	return startOnSpawner(cmd)
+}
+
+// startOnSpawner starts cmd on the spawner's thread.
+func startOnSpawner(cmd *exec.Cmd) error {
 	spawnOnce.Do(func() {
 		spawnC = make(chan spawnReq)
 		go spawner(spawnC)
 	})
 	r := spawnReq{cmd: cmd, errC: make(chan error, 1)}
 	spawnC <- r
-	if err := <-r.errC; err != nil {
+	return <-r.errC
+}
+
+// spawn starts cmd on the spawner's thread. cmd.SysProcAttr must come from
+// sysProcAttr, for the parent-death signal.
+func spawn(cmd *exec.Cmd) (*process, error) {
+	if err := checkPlatform(); err != nil {
+		return nil, err
+	}
+	if err := startOnSpawner(cmd); err != nil {
 		return nil, fmt.Errorf("testserver: start %s: %w", cmd.Path, err)
 	}
 	p := &process{cmd: cmd, pid: cmd.Process.Pid, doneC: make(chan struct{})}
