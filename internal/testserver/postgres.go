@@ -53,6 +53,13 @@ type PostgresOptions struct {
 	// commit on the primary returns once the standby has flushed its WAL.
 	// False: no standby.
 	Standby bool
+	// Throwaway turns fsync, synchronous_commit and full_page_writes off,
+	// for tests of code whose durability is not under test (the guards):
+	// a crash of the machine can lose or corrupt the cluster. It cannot go
+	// with Standby.
+	Throwaway bool
+	// MaxConnections is max_connections; zero means PostgreSQL's default.
+	MaxConnections int
 }
 
 // Postgres is a PostgreSQL primary with, optionally, a synchronous streaming
@@ -147,11 +154,20 @@ func StartPostgres(dir string, opts PostgresOptions) (*Postgres, error) {
 	if err := os.WriteFile(filepath.Join(primary.DataDir, "pg_hba.conf"), []byte(pgHBA), 0o600); err != nil {
 		return nil, fmt.Errorf("testserver: postgres primary: %w", err)
 	}
+	if opts.Throwaway {
+		if opts.Standby {
+			return nil, errors.New("testserver: a throwaway postgres has no standby")
+		}
+		primary.extra = append(primary.extra, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	if opts.MaxConnections > 0 {
+		primary.extra = append(primary.extra, "-c", fmt.Sprintf("max_connections=%d", opts.MaxConnections))
+	}
 	if opts.Standby {
 		// On the command line, not in postgresql.conf: the standby copies
 		// that file, and a promoted standby with no standby of its own must
 		// not wait for one.
-		primary.extra = []string{"-c", "synchronous_standby_names=" + StandbyName}
+		primary.extra = append(primary.extra, "-c", "synchronous_standby_names="+StandbyName)
 	}
 	if err := primary.startFirst(); err != nil {
 		return nil, err
