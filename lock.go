@@ -34,6 +34,21 @@ type LockStatus struct {
 	Token     Token     // only while held
 	Expires   time.Time // only while held
 	LastToken Token     // the highest token ever issued for the resource; 0 if none
+	Waiters   int       // acquires waiting for it (set by Lister.List only)
+}
+
+// MaxListLimit is the most locks one Lister.List returns.
+const MaxListLimit = 1000
+
+// Lister is implemented by Lockers that can list the locks held now.
+// Implementations are safe for concurrent use.
+type Lister interface {
+	// List returns the locks held now whose resource names start with
+	// prefix and sort after after (byte order; "" from the first), in
+	// byte order, at most limit (1..MaxListLimit) of them, each with its
+	// holder, token, expiry and waiters (LastToken is not set), and
+	// whether more follow. It wraps ErrBadRequest for a limit out of range.
+	List(ctx context.Context, prefix, after string, limit int) (locks []LockStatus, more bool, err error)
 }
 
 // Locker is a lock service that issues fencing tokens. Implementations are safe

@@ -444,6 +444,41 @@ func (c *Client) Keys(ctx context.Context) ([]fence.PublicKey, error) {
 	return kr.Keys, nil
 }
 
+// List returns a page of the locks held now whose resource names start
+// with prefix, after after (byte order), at most limit (0: the server's
+// default, 100), from GET /v1/locks, and the after of the next page ("" if
+// this is the last). Each lock has Waiters set, and no LastToken. With auth,
+// only the locks the client may read are listed.
+func (c *Client) List(ctx context.Context, prefix, after string, limit int) ([]fence.LockStatus, string, error) {
+	q := url.Values{}
+	if prefix != "" {
+		q.Set("prefix", prefix)
+	}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/v1/locks"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var lr listResponse
+	if err := c.doJSON(ctx, request{method: "GET", path: path, retryable: true}, &lr); err != nil {
+		return nil, "", err
+	}
+	locks := make([]fence.LockStatus, 0, len(lr.Locks))
+	for _, l := range lr.Locks {
+		exp, err := time.Parse(time.RFC3339Nano, l.ExpiresAt)
+		if err != nil {
+			return nil, "", fmt.Errorf("httpapi: lock expires_at %q: %w", l.ExpiresAt, err)
+		}
+		locks = append(locks, fence.LockStatus{Resource: l.Resource, Held: true, Holder: l.Holder, Token: l.Token, Expires: exp, Waiters: l.Waiters})
+	}
+	return locks, lr.Next, nil
+}
+
 // Cluster returns what the server the client talks to now knows of its
 // cluster, from GET /v1/cluster: its role, the leader, the epoch and the
 // servers.

@@ -145,6 +145,83 @@ func (s *Server) lockStatus(c *call, m match) error {
 	return nil
 }
 
+// DefaultListLimit is the locks GET /v1/locks returns without a limit.
+const DefaultListLimit = 100
+
+// listResponse is the answer to GET /v1/locks. Next, when set, is the
+// after of the next page.
+type listResponse struct {
+	Locks []listedLock `json:"locks"`
+	Next  string       `json:"next,omitempty"`
+}
+
+// listedLock is one held lock of a listResponse.
+type listedLock struct {
+	Resource  string      `json:"resource"`
+	Holder    string      `json:"holder"`
+	Token     fence.Token `json:"token"`
+	ExpiresAt string      `json:"expires_at"`
+	Waiters   int         `json:"waiters"`
+}
+
+func (s *Server) listLocks(c *call) error {
+	q := c.r.URL.Query()
+	for name := range q {
+		if name != "prefix" && name != "after" && name != "limit" {
+			return badRequest("unknown query parameter %q (known: prefix, after, limit)", name)
+		}
+	}
+	prefix, after := q.Get("prefix"), q.Get("after")
+	if prefix != "" {
+		if err := fence.ValidateResource(prefix); err != nil {
+			return fmt.Errorf("prefix: %w", err)
+		}
+	}
+	if after != "" {
+		if err := fence.ValidateResource(after); err != nil {
+			return fmt.Errorf("after: %w", err)
+		}
+	}
+	limit := DefaultListLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > fence.MaxListLimit {
+			return badRequest("limit %q: want an integer in 1..%d", v, fence.MaxListLimit)
+		}
+		limit = n
+	}
+	lister, ok := s.locker.(fence.Lister)
+	if !ok {
+		return fmt.Errorf("%w: this lock service cannot list its locks", errInternal)
+	}
+	resp := listResponse{Locks: []listedLock{}}
+	// With auth, pages are filtered: ask for pages until this one is full
+	// of locks the caller may read, or there are no more.
+	for {
+		locks, more, err := lister.List(c.r.Context(), prefix, after, limit-len(resp.Locks))
+		if err != nil {
+			return err
+		}
+		for _, l := range locks {
+			after = l.Resource
+			if s.Auth != nil && s.Auth(c.r, permRead, l.Resource) != nil {
+				continue
+			}
+			resp.Locks = append(resp.Locks, listedLock{Resource: l.Resource, Holder: l.Holder, Token: l.Token,
+				ExpiresAt: timestamp(l.Expires), Waiters: l.Waiters})
+		}
+		if !more {
+			break
+		}
+		if len(resp.Locks) == limit {
+			resp.Next = after
+			break
+		}
+	}
+	c.writeJSON(resp)
+	return nil
+}
+
 func (s *Server) acquire(c *call, m match) error {
 	body, err := c.readBody(maxJSONBody)
 	if err != nil {

@@ -43,6 +43,7 @@ var (
 	routeReadyz  = localRoute("/readyz", "GET", "HEAD")
 	routeMetrics = localRoute("/metrics", "GET", "HEAD")
 	routeCluster = localRoute("/v1/cluster", "GET", "HEAD")
+	routeLocks   = newRoute("/v1/locks", "GET", "HEAD")
 	routeLock    = newRoute("/v1/locks/{resource}", "GET", "HEAD")
 	routeAcquire = newRoute("/v1/locks/{resource}/acquire", "POST")
 	routeRenew   = newRoute("/v1/locks/{resource}/renew", "POST")
@@ -86,6 +87,8 @@ func matchPath(p string) (match, bool) {
 		return match{route: routeKeys}, true
 	case "v1/cluster":
 		return match{route: routeCluster}, true
+	case "v1/locks":
+		return match{route: routeLocks}, true
 	}
 	rest, ok = strings.CutPrefix(rest, "v1/")
 	if !ok {

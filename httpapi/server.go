@@ -54,7 +54,8 @@ type Server struct {
 	// or unknown credentials) or fence.ErrForbidden (403). The permissions:
 	//
 	//	"lock"  POST /v1/locks/{resource}/acquire, renew, release
-	//	"read"  GET/HEAD /v1/locks/{resource}, /v1/kv/..., /v1/fences/{resource}
+	//	"read"  GET/HEAD /v1/locks/{resource}, /v1/kv/..., /v1/fences/{resource};
+	//	        GET /v1/locks lists only the locks whose resource allows it
 	//	"write" PUT/DELETE /v1/kv/..., POST /v1/fences/{resource}
 	//	"admin" POST /v1/locks/{resource}/revoke; GET /metrics if ProtectMetrics
 	//
@@ -220,6 +221,12 @@ func (s *Server) authorize(c *call, m match) error {
 		perm = permLock
 	case routeRevoke:
 		perm = permAdmin
+	case routeLocks:
+		// Filtered per resource in the handler: only a 401 counts here.
+		if err := s.Auth(c.r, permRead, ""); errors.Is(err, fence.ErrUnauthorized) {
+			return err
+		}
+		return nil
 	case routeLock:
 		perm = permRead
 	case routeKV, routeFences:
@@ -273,6 +280,8 @@ func (s *Server) serve(c *call, m match) error {
 	case routeMetrics:
 		s.metrics.ServeHTTP(c.w, c.r)
 		return nil
+	case routeLocks:
+		return s.listLocks(c)
 	case routeLock:
 		return s.lockStatus(c, m)
 	case routeAcquire:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +62,7 @@ const MaxLockDelay = 60 * time.Second
 var (
 	_ fence.Locker  = (*Service)(nil)
 	_ fence.Revoker = (*Service)(nil)
+	_ fence.Lister  = (*Service)(nil)
 )
 
 // entry is the in-memory state of one resource. It lives while it is held,
@@ -395,6 +398,42 @@ func (s *Service) Status(ctx context.Context, resource string) (fence.LockStatus
 		return fence.LockStatus{}, fmt.Errorf("lock: status %q: %w", resource, err)
 	}
 	return st, nil
+}
+
+// List implements fence.Lister from the service's memory, and then, if the
+// ledger can (state.DB's Barrier), confirms that memory is current, so that
+// a server that no longer leads its store lists nothing. A lease whose
+// expiry the service has not noticed yet is not listed.
+func (s *Service) List(ctx context.Context, prefix, after string, limit int) ([]fence.LockStatus, bool, error) {
+	if limit < 1 || limit > fence.MaxListLimit {
+		return nil, false, fmt.Errorf("lock: list: %w: limit %d is outside 1..%d", fence.ErrBadRequest, limit, fence.MaxListLimit)
+	}
+	now := time.Now()
+	var locks []fence.LockStatus
+	s.mu.Lock()
+	for name, e := range s.resources {
+		if !strings.HasPrefix(name, prefix) || name <= after {
+			continue
+		}
+		e.mu.Lock() // after s.mu, as always; no ledger write under these
+		if l := e.lease; l != nil && now.Before(l.Expires) {
+			locks = append(locks, fence.LockStatus{Resource: name, Held: true, Holder: l.Holder,
+				Token: l.Token, Expires: l.Expires, Waiters: len(e.queue)})
+		}
+		e.mu.Unlock()
+	}
+	s.mu.Unlock()
+	slices.SortFunc(locks, func(a, b fence.LockStatus) int { return strings.Compare(a.Resource, b.Resource) })
+	more := len(locks) > limit
+	if more {
+		locks = locks[:limit]
+	}
+	if b, ok := s.ledger.(interface{ Barrier(context.Context) error }); ok {
+		if err := b.Barrier(ctx); err != nil {
+			return nil, false, fmt.Errorf("lock: list: %w", err)
+		}
+	}
+	return locks, more, nil
 }
 
 // Revoke implements fence.Revoker: it ends the current lease, if any, and

@@ -295,6 +295,15 @@ func (db *DB) View(ctx context.Context, fn func(tx Tx) error) error {
 	return db.viewer.View(ctx, fn)
 }
 
+// Barrier returns once everything committed before it was called is
+// confirmed current: at once on an engine that reads locally (a Viewer),
+// through a commit on one that does not (a leader's Cache, which then
+// confirms its epoch). A read of memory kept beside the DB (the lock
+// service's) followed by Barrier is linearizable.
+func (db *DB) Barrier(ctx context.Context) error {
+	return db.wrap(db.View(ctx, func(Tx) error { return nil }), "barrier")
+}
+
 // Put implements fence.Store.
 func (db *DB) Put(ctx context.Context, resource, key string, value []byte, token fence.Token, c fence.Cond) (fence.WriteResult, error) {
 	var res fence.WriteResult

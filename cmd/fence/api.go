@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fence-lock/fence"
@@ -221,6 +222,57 @@ func statusCmd(ctx context.Context, args []string, std stdio) error {
 			st.Resource, st.Holder, st.Token, st.Expires.UTC().Format(time.RFC3339Nano), st.LastToken)
 	}
 	return c.print(j, text)
+}
+
+func lsCmd(ctx context.Context, args []string, std stdio) error {
+	var limit int
+	c := newAPICommand(std, "ls", "fence ls [PREFIX] [--limit N]", "  fence ls\n  fence ls jobs/ -o json\n",
+		func(fs *flag.FlagSet) {
+			fs.IntVar(&limit, "limit", 0, "list at most `N` locks (default: all of them, a page at a time)")
+		})
+	if err := c.parse(args, "[PREFIX]"); err != nil {
+		return err
+	}
+	if limit < 0 {
+		return &usageError{fmt.Errorf("ls: --limit %d: want a positive number", limit)}
+	}
+	prefix := ""
+	if len(c.args) == 1 {
+		prefix = c.args[0]
+	}
+	var all []fence.LockStatus
+	after := ""
+	for {
+		page := fence.MaxListLimit
+		if limit > 0 {
+			page = min(page, limit-len(all))
+		}
+		locks, next, err := c.api.List(ctx, prefix, after, page)
+		if err != nil {
+			return apiError(err)
+		}
+		all = append(all, locks...)
+		if next == "" || limit > 0 && len(all) >= limit {
+			break
+		}
+		after = next
+	}
+	j := make([]map[string]any, 0, len(all))
+	var text strings.Builder
+	now := time.Now()
+	for _, l := range all {
+		j = append(j, map[string]any{"resource": l.Resource, "holder": l.Holder, "token": l.Token,
+			"expires_at": l.Expires.UTC().Format(time.RFC3339Nano), "waiters": l.Waiters})
+		fmt.Fprintf(&text, "%s\theld by %s\ttoken %d\texpires in %s\t%d waiting\n",
+			l.Resource, l.Holder, l.Token, l.Expires.Sub(now).Round(time.Millisecond), l.Waiters)
+	}
+	if len(all) == 0 {
+		text.WriteString("no lock held")
+		if prefix != "" {
+			fmt.Fprintf(&text, " under %q", prefix)
+		}
+	}
+	return c.print(map[string]any{"locks": j}, strings.TrimSuffix(text.String(), "\n"))
 }
 
 func clusterCmd(ctx context.Context, args []string, std stdio) error {

@@ -7,8 +7,10 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fence-lock/fence/fencetest"
+	"github.com/fence-lock/fence/httpapi"
 )
 
 // TestAddClientFlags_AddrList checks that --addr and FENCE_ADDR take a list
@@ -75,5 +77,39 @@ func TestClusterCmd(t *testing.T) {
 	out.Reset()
 	if code := run(t.Context(), []string{"cluster", "--addr", url}, stdio{nil, &out, io.Discard}); code != 0 || !strings.Contains(out.String(), "store embedded, epoch 1") {
 		t.Fatalf("fence cluster: %d %q", code, out.String())
+	}
+}
+
+func TestLsCmd(t *testing.T) {
+	url := fencetest.NewServer(t, nil)
+	c, err := httpapi.NewClient(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range []string{"jobs/b", "jobs/a", "other"} {
+		if _, err := c.Acquire(t.Context(), res, "h", time.Minute, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	if code := run(t.Context(), []string{"ls", "--addr", url, "jobs/", "-o", "json"}, stdio{nil, &out, io.Discard}); code != 0 {
+		t.Fatalf("fence ls exited %d", code)
+	}
+	var got struct {
+		Locks []struct {
+			Resource string `json:"resource"`
+			Holder   string `json:"holder"`
+		} `json:"locks"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got.Locks) != 2 || got.Locks[0].Resource != "jobs/a" || got.Locks[1].Resource != "jobs/b" {
+		t.Fatalf("fence ls jobs/ -o json: %s (%v)", out.Bytes(), err)
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"ls", "--addr", url, "--limit", "1"}, stdio{nil, &out, io.Discard}); code != 0 || strings.Count(out.String(), "held by") != 1 {
+		t.Fatalf("fence ls --limit 1: %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"ls", "--addr", url, "nothing-here"}, stdio{nil, &out, io.Discard}); code != 0 || !strings.Contains(out.String(), "no lock held") {
+		t.Fatalf("fence ls nothing-here: %d %q", code, out.String())
 	}
 }

@@ -48,6 +48,7 @@ var commands = []struct {
 	{"release", command{summary: "release a lease", run: releaseCmd}},
 	{"revoke", command{summary: "take a lock from its holder and fence it (admin; unprotected for now)", run: revokeCmd}},
 	{"status", command{summary: "print a lock's status", run: statusCmd}},
+	{"ls", command{summary: "list the locks held now (under a prefix)", run: lsCmd}},
 	{"cluster", command{summary: "print who leads the servers' store, the epoch and the servers", run: clusterCmd}},
 	{"put", command{summary: "write a value with a fencing token", run: putCmd}},
 	{"get", command{summary: "read a value", run: getCmd}},
