@@ -1241,7 +1241,7 @@ func testAPIRejectionsChangeNothing(t *testing.T, newService newServiceFunc) {
 // testAPIRouting checks the problems for an unknown path and a wrong method.
 func testAPIRouting(t *testing.T, newService newServiceFunc) {
 	url, _ := newService(t)
-	for _, p := range []string{"/", "/v2/kv/a/b", "/v1", "/v1/kv/a", "/v1/locks/a/steal", "/v1/locks", "/v1/fences/a/b", "/v1/txn/x", "/v1/nothing/a", "/healthz/x"} {
+	for _, p := range []string{"/", "/v2/kv/a/b", "/v1", "/v1/kv/a", "/v1/locks/a/steal", "/v1/locks/a/b/c", "/v1/fences/a/b", "/v1/txn/x", "/v1/nothing/a", "/healthz/x"} {
 		t.Run("404 for "+p, func(t *testing.T) {
 			apiProblem(t, apiDo(t, "GET", url+p, nil, nil), 404, "", nil)
 		})

@@ -192,7 +192,7 @@ func (s *Server) listLocks(c *call) error {
 	}
 	lister, ok := s.locker.(fence.Lister)
 	if !ok {
-		return fmt.Errorf("%w: this lock service cannot list its locks", errInternal)
+		return fmt.Errorf("%w: this server's lock service cannot list", fence.ErrNotFound)
 	}
 	resp := listResponse{Locks: []listedLock{}}
 	// With auth, pages are filtered: ask for pages until this one is full

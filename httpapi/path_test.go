@@ -62,7 +62,7 @@ func TestMatchPath(t *testing.T) {
 		{"/v1", nil, "", "", nil},
 		{"/v1/", nil, "", "", nil},
 		{"/v1/txn/", nil, "", "", nil},
-		{"/v1/locks", nil, "", "", nil},
+		{"/v1/locks", routeLocks, "", "", nil},
 		{"/v1/locks/", routeLock, "", "", fence.ErrBadRequest},
 		{"/v1/locks/r/acquire/", nil, "", "", nil},
 		{"/v1/locks/r/steal", nil, "", "", nil},
