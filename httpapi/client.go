@@ -214,12 +214,14 @@ type request struct {
 	body      []byte
 	header    http.Header
 	retryable bool
+	stream    bool // a 2xx answer's body is left open in apiResponse.stream
 }
 
 // apiResponse is a successful answer.
 type apiResponse struct {
 	header http.Header
 	body   []byte
+	stream io.ReadCloser // for a request.stream, instead of body; the caller closes it
 }
 
 // outcome is what one attempt tells of a request.
@@ -347,6 +349,9 @@ func (c *Client) once(ctx context.Context, base string, req request) (resp apiRe
 			return apiResponse{}, err, unsent
 		}
 		return apiResponse{}, err, unknown
+	}
+	if req.stream && hresp.StatusCode/100 == 2 {
+		return apiResponse{header: hresp.Header, stream: hresp.Body}, nil, answered
 	}
 	defer hresp.Body.Close()
 	body, err := io.ReadAll(hresp.Body)

@@ -41,8 +41,18 @@ type Forwarder struct {
 	// http.DefaultTransport.
 	Transport http.RoundTripper
 
-	once  sync.Once
-	proxy *httputil.ReverseProxy
+	once       sync.Once
+	proxy      *httputil.ReverseProxy
+	streams    context.Context // ends the forwarded watch streams
+	endStreams context.CancelFunc
+}
+
+// EndStreams ends the watch streams being forwarded, and those forwarded
+// later, so that a standby that shuts down is not held by them. Other
+// requests in flight finish.
+func (f *Forwarder) EndStreams() {
+	f.once.Do(f.init)
+	f.endStreams()
 }
 
 type targetKey struct{}
@@ -69,13 +79,22 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, fmt.Errorf("%w: the leader's address %q: %v", errInternal, leader, err), "")
 		return
 	}
-	if m, ok := matchPath(r.URL.EscapedPath()); ok && m.route == routeAcquire {
-		// A long poll: the leader holds the answer for up to its wait.
-		err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(fence.MaxWait + 30*time.Second))
-		_ = err // not every ResponseWriter has a deadline; then there is none to extend
-	}
+	f.once.Do(f.init)
 	ctx, cancel := context.WithCancel(withTarget(r.Context(), target))
 	defer cancel()
+	if m, ok := matchPath(r.URL.EscapedPath()); ok {
+		// Not every ResponseWriter has a deadline; then there is none to extend.
+		switch m.route {
+		case routeAcquire:
+			// A long poll: the leader holds the answer for up to its wait.
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(fence.MaxWait + 30*time.Second))
+		case routeWatch:
+			// A stream, with a heartbeat: it ends when either side goes,
+			// or when the leader changes.
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+			defer context.AfterFunc(f.streams, cancel)()
+		}
+	}
 	stop := context.AfterFunc(term, cancel)
 	defer stop()
 	f.reverseProxy().ServeHTTP(w, r.WithContext(ctx))
@@ -91,6 +110,7 @@ func (f *Forwarder) init() {
 	if transport == nil {
 		transport = http.DefaultTransport.(*http.Transport).Clone()
 	}
+	f.streams, f.endStreams = context.WithCancel(context.Background())
 	f.proxy = &httputil.ReverseProxy{
 		Transport: transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {

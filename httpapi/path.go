@@ -53,6 +53,7 @@ var (
 	routeFences  = newRoute("/v1/fences/{resource}", "GET", "HEAD", "POST")
 	routeTxn     = newRoute("/v1/txn", "POST")
 	routeKeys    = localRoute("/v1/keys", "GET", "HEAD")
+	routeWatch   = newRoute("/v1/watch", "GET")
 )
 
 // unmatched is the route label of paths that match no route.
@@ -89,6 +90,8 @@ func matchPath(p string) (match, bool) {
 		return match{route: routeCluster}, true
 	case "v1/locks":
 		return match{route: routeLocks}, true
+	case "v1/watch":
+		return match{route: routeWatch}, true
 	}
 	rest, ok = strings.CutPrefix(rest, "v1/")
 	if !ok {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/watch"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/time/rate"
 )
@@ -55,7 +56,8 @@ type Server struct {
 	//
 	//	"lock"  POST /v1/locks/{resource}/acquire, renew, release
 	//	"read"  GET/HEAD /v1/locks/{resource}, /v1/kv/..., /v1/fences/{resource};
-	//	        GET /v1/locks lists only the locks whose resource allows it
+	//	        GET /v1/locks lists, and GET /v1/watch streams, only the
+	//	        locks whose resource allows it
 	//	"write" PUT/DELETE /v1/kv/..., POST /v1/fences/{resource}
 	//	"admin" POST /v1/locks/{resource}/revoke; GET /metrics if ProtectMetrics
 	//
@@ -93,6 +95,12 @@ type Server struct {
 	// to the leader. It does its own authorisation and rate limiting (the
 	// leader's). Nil, the default, serves them here.
 	Forward http.Handler
+
+	// Events, if not nil, is the hub that GET /v1/watch streams from; the
+	// server publishes a write_rejected event into it for every storage
+	// write rejected as fenced. The lock service publishes the rest. Nil,
+	// the default, answers GET /v1/watch 404.
+	Events *watch.Hub
 
 	limiters limiters
 	locker   fence.Locker
@@ -221,7 +229,7 @@ func (s *Server) authorize(c *call, m match) error {
 		perm = permLock
 	case routeRevoke:
 		perm = permAdmin
-	case routeLocks:
+	case routeLocks, routeWatch:
 		// Filtered per resource in the handler: only a 401 counts here.
 		if err := s.Auth(c.r, permRead, ""); errors.Is(err, fence.ErrUnauthorized) {
 			return err
@@ -282,6 +290,8 @@ func (s *Server) serve(c *call, m match) error {
 		return nil
 	case routeLocks:
 		return s.listLocks(c)
+	case routeWatch:
+		return s.watch(c)
 	case routeLock:
 		return s.lockStatus(c, m)
 	case routeAcquire:
@@ -410,6 +420,7 @@ func (c *call) fail(err error) {
 	httpRejections.WithLabelValues(c.routeLabel(), p.Code).Inc()
 	if c.isStorageWrite() && slices.Contains(rejectionReasons, p.Code) {
 		storageRejections.WithLabelValues(p.Code).Inc()
+		c.rejected(err)
 	}
 }
 
@@ -420,6 +431,22 @@ func (c *call) isStorageWrite() bool {
 		return c.r.Method != "GET" && c.r.Method != "HEAD"
 	}
 	return false
+}
+
+// storageOp names the storage write the request is: put, delete, claim or
+// txn; "" if it is none.
+func (c *call) storageOp() string {
+	switch {
+	case !c.isStorageWrite():
+		return ""
+	case c.route == routeKV && c.r.Method == "PUT":
+		return "put"
+	case c.route == routeKV:
+		return "delete"
+	case c.route == routeFences:
+		return "claim"
+	}
+	return "txn"
 }
 
 // Log keys, as in the API's JSON.

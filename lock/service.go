@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/watch"
 )
 
 // Service is the lock service. It implements fence.Locker and is safe for
@@ -41,6 +42,13 @@ type Service struct {
 	// usual) and counts in fence_lock_waiters_rejected_total. Zero, the
 	// default, means no cap. Set it before Open.
 	MaxWaiters int
+
+	// Events, if not nil, receives an event for every grant (followed by a
+	// FenceRaised event), renewal, release, expiry and revoke (followed by
+	// a FenceRaised event), published while the change's resource is still
+	// locked, so that the events of one resource are in the order of its
+	// changes. Restored leases publish nothing. Set it before Open.
+	Events *watch.Hub
 
 	ledger fence.Ledger
 
@@ -129,7 +137,7 @@ func (s *Service) Open(ctx context.Context) error {
 		s.resources[l.Resource] = e
 		s.setLeaseLocked(e, l)
 		leasesHeld.Inc()
-		s.log("lease restored", l, l.Token)
+		s.record(changeRestored, l, l.Token)
 	}
 	for _, d := range delays {
 		e := &entry{}
@@ -251,7 +259,7 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 		return l, err
 	case e.lease.Holder == holder:
 		// A retry by the holder: the same token, the TTL of this request.
-		l, err := s.refreshLocked(ctx, resource, e, ttl, now, "lock acquire retried")
+		l, err := s.refreshLocked(ctx, resource, e, ttl, now, changeRetried)
 		e.mu.Unlock()
 		return l, err
 	case wait <= 0:
@@ -339,7 +347,7 @@ func (s *Service) Renew(ctx context.Context, resource string, token fence.Token,
 	if err := leaseLostLocked(resource, e, token); err != nil {
 		return fence.Lease{}, err
 	}
-	return s.refreshLocked(ctx, resource, e, ttl, now, "lock renewed")
+	return s.refreshLocked(ctx, resource, e, ttl, now, changeRenewed)
 }
 
 // Release implements fence.Locker.
@@ -361,7 +369,7 @@ func (s *Service) Release(ctx context.Context, resource string, token fence.Toke
 		return err
 	}
 	// One ledger change ends the lease and grants the first waiter, if any.
-	abandoned, err := s.passLocked(ctx, resource, e, "lock released")
+	abandoned, err := s.passLocked(ctx, resource, e, changeReleased)
 	if err != nil {
 		// Still held, and the first waiter still waits: the holder may
 		// retry the release.
@@ -369,7 +377,7 @@ func (s *Service) Release(ctx context.Context, resource string, token fence.Toke
 	}
 	releasesTotal.Inc()
 	if abandoned {
-		s.handOffLocked(resource, e, "abandoned grant released")
+		s.handOffLocked(resource, e, changeAbandoned)
 	}
 	return nil
 }
@@ -461,7 +469,7 @@ func (s *Service) Revoke(ctx context.Context, resource string) (fence.RevokeResu
 		l := *e.lease
 		clearLeaseLocked(e)
 		expirationsTotal.Inc()
-		s.log("lock expired", l, l.Token)
+		s.record(changeExpired, l, l.Token)
 	}
 	var holder string
 	if e.lease != nil {
@@ -480,12 +488,14 @@ func (s *Service) Revoke(ctx context.Context, resource string) (fence.RevokeResu
 	revocationsTotal.Inc()
 	s.Logger.Info("lock revoked", "resource", resource, "holder", holder,
 		"token", uint64(revoked), "last_fence", uint64(lastFence))
+	s.Events.Publish(watch.Event{Type: watch.Revoked, Resource: resource, Holder: holder, Token: revoked, LastFence: lastFence})
+	s.Events.Publish(watch.Event{Type: watch.FenceRaised, Resource: resource, Token: lastFence, LastFence: lastFence})
 	// The grant to the first waiter is a second ledger change, not part of
 	// a Handoff: a revoke ends whatever lease is recorded and issues a token
 	// to nobody first, which Handoff, ending one lease by its token, does
 	// not. A revoke is rare, and a crash between the two changes leaves the
 	// resource fenced and free.
-	s.handOffLocked(resource, e, "")
+	s.handOffLocked(resource, e, changeNone)
 	return fence.RevokeResult{Resource: resource, Revoked: revoked, LastFence: lastFence}, nil
 }
 
@@ -516,7 +526,7 @@ func (s *Service) grantedLocked(e *entry, l fence.Lease, lastFence fence.Token) 
 	s.setLeaseLocked(e, l)
 	grantsTotal.Inc()
 	leasesHeld.Inc()
-	s.log("lock acquired", l, lastFence)
+	s.record(changeGranted, l, lastFence)
 	return l, nil
 }
 
@@ -528,7 +538,7 @@ func (s *Service) sign(l fence.Lease) (string, error) {
 	return s.Signer.Sign(fence.Sequencer{Resource: l.Resource, Holder: l.Holder, Token: l.Token, Expires: l.Expires})
 }
 
-func (s *Service) refreshLocked(ctx context.Context, resource string, e *entry, ttl time.Duration, now time.Time, msg string) (fence.Lease, error) {
+func (s *Service) refreshLocked(ctx context.Context, resource string, e *entry, ttl time.Duration, now time.Time, c change) (fence.Lease, error) {
 	l := *e.lease
 	if ttl == 0 {
 		ttl = l.TTL
@@ -541,7 +551,7 @@ func (s *Service) refreshLocked(ctx context.Context, resource string, e *entry, 
 	l.TTL, l.Expires = ttl, expires
 	s.setLeaseLocked(e, l)
 	renewalsTotal.Inc()
-	s.log(msg, l, lastFence)
+	s.record(c, l, lastFence)
 	return l, nil
 }
 
@@ -589,7 +599,7 @@ func (s *Service) expireLocked(resource string, e *entry, now time.Time) {
 	// The delay counts from the expiry, not from when it was noticed.
 	if until := expires.Add(s.LockDelay); s.LockDelay > 0 && now.Before(until) {
 		// No hand-off now: the delay's timer hands off when it ends.
-		s.endLocked(resource, e, "lock expired")
+		s.endLocked(resource, e, changeExpired)
 		// Recorded, so that a restart or a failover keeps the resource
 		// ungranted for a full delay. A failure to record it is logged: the
 		// delay still holds while this server runs.
@@ -599,7 +609,7 @@ func (s *Service) expireLocked(resource string, e *entry, now time.Time) {
 		s.delayLocked(resource, e, until, s.LockDelay)
 		return
 	}
-	s.handOffLocked(resource, e, "lock expired")
+	s.handOffLocked(resource, e, changeExpired)
 }
 
 // delayLocked starts a lock-delay of length d on the free resource until until.
@@ -646,7 +656,7 @@ func (s *Service) endDelay(resource string) {
 		s.Logger.Error("recording the end of a lock-delay failed", "resource", resource, "error", err)
 	}
 	s.Logger.Info("lock delay ended", "resource", resource, "waiters", len(e.queue))
-	s.handOffLocked(resource, e, "")
+	s.handOffLocked(resource, e, changeNone)
 }
 
 // handOffLocked hands the resource on to the first waiter still waiting,
@@ -660,8 +670,8 @@ func (s *Service) endDelay(resource string) {
 // passLocked). A grant whose requests have all gone while it was being
 // recorded is ended at once in the same way, so that it does not block the
 // queue for a TTL.
-func (s *Service) handOffLocked(resource string, e *entry, ended string) {
-	if e.lease != nil && ended == "" {
+func (s *Service) handOffLocked(resource string, e *entry, ended change) {
+	if e.lease != nil && ended == changeNone {
 		return
 	}
 	for {
@@ -674,13 +684,13 @@ func (s *Service) handOffLocked(resource string, e *entry, ended string) {
 				// waiter gets a grant of its own below.
 				clearLeaseLocked(e)
 				s.Logger.Error("recording the end of a lease failed", "resource", resource, "token", uint64(l.Token), "error", err)
-				s.log(ended, l, 0)
+				s.record(ended, l, 0)
 				continue
 			}
 			if !abandoned {
 				return
 			}
-			ended = "abandoned grant released"
+			ended = changeAbandoned
 			continue
 		}
 		if s.delayedLocked(e, time.Now()) {
@@ -702,7 +712,7 @@ func (s *Service) handOffLocked(resource string, e *entry, ended string) {
 		if !s.serveLocked(resource, e, w, l) {
 			return
 		}
-		ended = "abandoned grant released"
+		ended = changeAbandoned
 	}
 }
 
@@ -712,7 +722,7 @@ func (s *Service) handOffLocked(resource string, e *entry, ended string) {
 // failure it changes nothing in memory and returns the error: the lease is
 // still held, and the waiter still first in the queue. It reports whether the
 // new grant was abandoned: all its requests had gone when it was recorded.
-func (s *Service) passLocked(ctx context.Context, resource string, e *entry, msg string) (abandoned bool, err error) {
+func (s *Service) passLocked(ctx context.Context, resource string, e *entry, c change) (abandoned bool, err error) {
 	old := *e.lease
 	w := s.firstWaiterLocked(resource, e)
 	if w == nil {
@@ -721,7 +731,7 @@ func (s *Service) passLocked(ctx context.Context, resource string, e *entry, msg
 			return false, err
 		}
 		clearLeaseLocked(e)
-		s.log(msg, old, lastFence)
+		s.record(c, old, lastFence)
 		return false, nil
 	}
 	// The deadline counts from before the ledger write, as in grantLocked.
@@ -731,7 +741,7 @@ func (s *Service) passLocked(ctx context.Context, resource string, e *entry, msg
 		return false, err
 	}
 	clearLeaseLocked(e)
-	s.log(msg, old, lastFence)
+	s.record(c, old, lastFence)
 	popLocked(e)
 	l, err := s.grantedLocked(e, fence.Lease{Resource: resource, Holder: w.holder, Token: token, TTL: w.ttl, Expires: expires}, lastFence)
 	if err != nil {
@@ -794,14 +804,14 @@ func (s *Service) serveLocked(resource string, e *entry, w *waiter, l fence.Leas
 // endLocked ends the current lease in the ledger and in memory, and hands
 // nothing off (a lock-delay follows). A failure to record it is logged: the
 // next grant overwrites the record anyway.
-func (s *Service) endLocked(resource string, e *entry, msg string) {
+func (s *Service) endLocked(resource string, e *entry, c change) {
 	l := *e.lease
 	clearLeaseLocked(e)
 	lastFence, err := s.ledger.End(s.ctx, resource, l.Token)
 	if err != nil {
 		s.Logger.Error("recording the end of a lease failed", "resource", resource, "token", uint64(l.Token), "error", err)
 	}
-	s.log(msg, l, lastFence)
+	s.record(c, l, lastFence)
 }
 
 func (s *Service) heldErrorLocked(resource string, e *entry, now time.Time) error {
@@ -828,12 +838,43 @@ func leaseLostLocked(resource string, e *entry, token fence.Token) error {
 	return err
 }
 
-func (s *Service) log(msg string, l fence.Lease, lastFence fence.Token, args ...any) {
-	s.Logger.Info(msg, append([]any{
+// change is a kind of change to a lease: the line it is logged as, and the
+// event it is published as ("" for none).
+type change struct {
+	msg   string
+	event watch.Type
+}
+
+// The changes to a lease.
+var (
+	changeNone      = change{}
+	changeRestored  = change{"lease restored", ""}
+	changeGranted   = change{"lock acquired", watch.Granted}
+	changeRetried   = change{"lock acquire retried", watch.Renewed}
+	changeRenewed   = change{"lock renewed", watch.Renewed}
+	changeReleased  = change{"lock released", watch.Released}
+	changeAbandoned = change{"abandoned grant released", watch.Released}
+	changeExpired   = change{"lock expired", watch.Expired}
+)
+
+// record logs the change c to lease l and publishes it to s.Events; a grant
+// raises the resource's fence too, and is followed by a FenceRaised event.
+func (s *Service) record(c change, l fence.Lease, lastFence fence.Token) {
+	s.Logger.Info(c.msg,
 		"resource", l.Resource, "holder", l.Holder, "token", uint64(l.Token),
 		"last_fence", uint64(lastFence), "ttl_ms", l.TTL.Milliseconds(),
-		"expires_at", l.Expires.UTC().Format(time.RFC3339Nano),
-	}, args...)...)
+		"expires_at", l.Expires.UTC().Format(time.RFC3339Nano))
+	if c.event == "" || s.Events == nil {
+		return
+	}
+	e := watch.Event{Type: c.event, Resource: l.Resource, Holder: l.Holder, Token: l.Token, LastFence: lastFence}
+	if c.event == watch.Granted || c.event == watch.Renewed {
+		e.ExpiresAt = l.Expires
+	}
+	s.Events.Publish(e)
+	if c.event == watch.Granted {
+		s.Events.Publish(watch.Event{Type: watch.FenceRaised, Resource: l.Resource, Token: l.Token, LastFence: lastFence})
+	}
 }
 
 func validateAcquire(resource, holder string, ttl, wait time.Duration) error {

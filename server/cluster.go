@@ -67,11 +67,12 @@ func redactURL(s string) string {
 // node is the part of a Server on a replicated engine: it campaigns, leads
 // while it may, and stands by (forwarding to the leader) otherwise.
 type node struct {
-	s       *Server
-	eng     Engine
-	engName string
-	self    state.Member
-	standby *httpapi.Server
+	s         *Server
+	eng       Engine
+	engName   string
+	self      state.Member
+	standby   *httpapi.Server
+	forwarder *httpapi.Forwarder
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -127,6 +128,7 @@ func (s *Server) openCluster(ctx context.Context) error {
 	n.standby = httpapi.NewServer(nil, nil)
 	s.configure(n.standby)
 	n.standby.Forward = fwd
+	n.forwarder = fwd
 	n.standby.Ready = n.ready
 	n.standby.Cluster = n.status
 	var h http.Handler = n.standby
@@ -237,7 +239,7 @@ func (n *node) lead(t state.Term) {
 	n.leading = nil
 	n.setLeaderLocked("")
 	n.mu.Unlock()
-	tm.locks.Close()
+	tm.drain()
 	db.Close()
 	resign()
 	log.Warn("stepped down", "store", n.engName, "epoch", uint64(t.Epoch()), "reason", reason)
@@ -323,8 +325,9 @@ func (n *node) drain() {
 	tm := n.leading
 	n.mu.Unlock()
 	if tm != nil {
-		tm.locks.Close()
+		tm.drain()
 	}
+	n.forwarder.EndStreams()
 }
 
 // close steps down, stops campaigning and leaves the store.

@@ -13,6 +13,7 @@ import (
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/lock"
+	"github.com/fence-lock/fence/watch"
 )
 
 // Config is the configuration of a fence server. The zero value of every
@@ -71,9 +72,16 @@ type Server struct {
 // term is what serves while this server leads: a store, the lock service on
 // it, and the API on both.
 type term struct {
-	locks *lock.Service
-	api   *httpapi.Server
-	close func() error // closes the store
+	locks  *lock.Service
+	events *watch.Hub
+	api    *httpapi.Server
+	close  func() error // closes the store
+}
+
+// drain stops the term's lock service and ends its watch streams.
+func (t *term) drain() {
+	t.locks.Close()
+	t.events.Close()
 }
 
 // Open opens the store that cfg names and starts serving from it. On the
@@ -111,7 +119,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 // newTerm starts the lock service on ledger and the API on it and store.
 // On failure it closes the store with closeStore.
 func (s *Server) newTerm(ctx context.Context, ledger fence.Ledger, store fence.Store, ready func() error, closeStore func() error) (*term, error) {
+	events := watch.NewHub()
 	locks := lock.NewService(ledger)
+	locks.Events = events
 	locks.Logger = s.logger
 	locks.LockDelay = s.cfg.LockDelay
 	locks.Signer = s.cfg.Signer
@@ -125,7 +135,8 @@ func (s *Server) newTerm(ctx context.Context, ledger fence.Ledger, store fence.S
 	api := httpapi.NewServer(locks, store)
 	s.configure(api)
 	api.Ready = ready
-	return &term{locks: locks, api: api, close: closeStore}, nil
+	api.Events = events
+	return &term{locks: locks, events: events, api: api, close: closeStore}, nil
 }
 
 // configure sets what every API server of this server shares.
@@ -152,7 +163,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Drain() {
 	s.drainOnce.Do(func() {
 		if s.term != nil {
-			s.term.locks.Close()
+			s.term.drain()
 		}
 		if s.node != nil {
 			s.node.drain()

@@ -1,0 +1,186 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/sse"
+	"github.com/fence-lock/fence/watch"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Watch streams, as GET /v1/watch answers them.
+const (
+	// HeartbeatInterval is how often an idle watch stream gets a comment
+	// line, so that proxies and clients know it is alive.
+	HeartbeatInterval = 15 * time.Second
+	// watchRetry is the reconnection delay a watch stream suggests.
+	watchRetry = time.Second
+	// watchWriteTimeout bounds each write to a watcher: one that stops
+	// reading is cut off after it, even before it falls Buffer behind.
+	watchWriteTimeout = 30 * time.Second
+)
+
+// LastEventIDHeader is the header with which a reconnecting watcher names
+// the last event it received.
+const LastEventIDHeader = "Last-Event-ID"
+
+var (
+	watchStreams = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fence_watch_streams",
+		Help: "Watch streams (GET /v1/watch) open now.",
+	})
+	watchCutoffs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fence_watch_cutoffs_total",
+		Help: "Watch streams cut off because their client fell too far behind.",
+	})
+	watchEvents = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fence_watch_events_sent_total",
+		Help: "Events sent on watch streams.",
+	})
+)
+
+func init() { prometheus.MustRegister(watchStreams, watchCutoffs, watchEvents) }
+
+// Event is a watch event as GET /v1/watch sends it in an event's data: one
+// JSON object; members that do not apply to its type are absent.
+type Event struct {
+	ID        string      `json:"-"` // the SSE id, "<stream>-<seq>"
+	Type      string      `json:"type"`
+	Resource  string      `json:"resource,omitempty"`
+	Holder    string      `json:"holder,omitempty"`
+	Token     fence.Token `json:"token,omitempty"`
+	LastFence fence.Token `json:"last_fence,omitempty"`
+	Key       string      `json:"key,omitempty"`
+	Op        string      `json:"op,omitempty"`
+	ExpiresAt string      `json:"expires_at,omitempty"`
+	Time      string      `json:"time"`
+	Detail    string      `json:"detail,omitempty"`
+}
+
+func eventOf(e watch.Event) Event {
+	w := Event{ID: e.ID, Type: string(e.Type), Resource: e.Resource, Holder: e.Holder, Token: e.Token,
+		LastFence: e.LastFence, Key: e.Key, Op: e.Op, Time: timestamp(e.Time), Detail: e.Detail}
+	if !e.ExpiresAt.IsZero() {
+		w.ExpiresAt = timestamp(e.ExpiresAt)
+	}
+	return w
+}
+
+// watch serves GET /v1/watch: the events of the resources under prefix, as
+// Server-Sent Events, until the client goes, the hub closes, or the client
+// falls Buffer behind.
+func (s *Server) watch(c *call) error {
+	q := c.r.URL.Query()
+	for name := range q {
+		if name != "prefix" && name != "last_event_id" {
+			return badRequest("unknown query parameter %q (known: prefix, last_event_id)", name)
+		}
+	}
+	prefix := q.Get("prefix")
+	if prefix != "" {
+		if err := fence.ValidateResource(prefix); err != nil {
+			return fmt.Errorf("prefix: %w", err)
+		}
+	}
+	// The header is what a reconnecting EventSource sends: it is newer
+	// than a last_event_id left in the URL.
+	after := c.r.Header.Get(LastEventIDHeader)
+	if after == "" {
+		after = q.Get("last_event_id")
+	}
+	if s.Events == nil {
+		return fmt.Errorf("%w: this server's lock service cannot watch", fence.ErrNotFound)
+	}
+	sub, err := s.Events.Subscribe(prefix, after)
+	switch {
+	case errors.Is(err, watch.ErrBadID):
+		return fmt.Errorf("%w: %s: %w", fence.ErrBadRequest, LastEventIDHeader, err)
+	case errors.Is(err, watch.ErrClosed):
+		return fmt.Errorf("%w: %w", fence.ErrClosed, err)
+	case err != nil:
+		return err
+	}
+	defer sub.Close()
+	watchStreams.Inc()
+	defer watchStreams.Dec()
+
+	h := c.w.Header()
+	h.Set("Content-Type", sse.ContentType)
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // tells nginx not to buffer the stream
+	c.w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(c.w)
+	send := func(write func() error) bool {
+		rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+		return write() == nil && rc.Flush() == nil
+	}
+	if !send(func() error { return sse.WriteRetry(c.w, watchRetry) }) {
+		return nil
+	}
+	ctx := c.r.Context()
+	for {
+		wait, cancel := context.WithTimeout(ctx, HeartbeatInterval)
+		e, err := sub.Next(wait)
+		cancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			if !send(func() error { return sse.WriteComment(c.w, "heartbeat") }) {
+				return nil
+			}
+			continue
+		case errors.Is(err, watch.ErrSlow):
+			watchCutoffs.Inc()
+			s.logger().Warn("watch stream cut off: its client fell too far behind", "prefix", prefix, "behind", watch.Buffer)
+			return nil
+		default: // the client went, or the hub closed
+			return nil
+		}
+		// Write every event ready, then flush once.
+		ok := send(func() error {
+			for {
+				if err := s.writeEvent(c, e); err != nil {
+					return err
+				}
+				if sub.Pending() == 0 {
+					return nil
+				}
+				if e, err = sub.Next(ctx); err != nil {
+					return nil // the loop above sees the error again
+				}
+			}
+		})
+		if !ok {
+			return nil
+		}
+	}
+}
+
+// writeEvent writes e unless the caller may not read its resource.
+func (s *Server) writeEvent(c *call, e watch.Event) error {
+	if e.Resource != "" && s.Auth != nil && s.Auth(c.r, permRead, e.Resource) != nil {
+		return nil
+	}
+	data, err := json.Marshal(eventOf(e))
+	if err != nil {
+		return err // cannot happen: strings and numbers
+	}
+	watchEvents.Inc()
+	return sse.Write(c.w, sse.Event{ID: e.ID, Type: string(e.Type), Data: string(data)})
+}
+
+// rejected publishes a write_rejected event for a fenced storage write.
+func (c *call) rejected(err error) {
+	var fe *fence.FencedError
+	if c.s.Events == nil || !errors.As(err, &fe) {
+		return
+	}
+	c.s.Events.Publish(watch.Event{Type: watch.WriteRejected, Resource: fe.Resource, Token: fe.Presented,
+		LastFence: fe.LastFence, Key: c.key, Op: c.storageOp()})
+}

@@ -1,0 +1,200 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fence-lock/fence"
+)
+
+func next(t *testing.T, s *Sub) Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	e, err := s.Next(ctx)
+	if err != nil {
+		t.Fatalf("Next: %v", err)
+	}
+	return e
+}
+
+func publish(h *Hub, n int, resource string) {
+	for i := range n {
+		h.Publish(Event{Type: Granted, Resource: resource, Token: fence.Token(i + 1)})
+	}
+}
+
+func TestLiveInOrderAndByPrefix(t *testing.T) {
+	h := NewHub()
+	s, err := h.Subscribe("orders/", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Publish(Event{Type: Granted, Resource: "orders/1", Token: 1})
+	h.Publish(Event{Type: Granted, Resource: "stock/1", Token: 1})
+	h.Publish(Event{Type: Released, Resource: "orders/1", Token: 1})
+	e1, e2 := next(t, s), next(t, s)
+	if e1.Type != Granted || e2.Type != Released || e1.Resource != "orders/1" {
+		t.Fatalf("events %+v, %+v", e1, e2)
+	}
+	if e1.ID != h.Stream()+"-1" || e2.ID != h.Stream()+"-3" {
+		t.Errorf("IDs %q, %q; want seq 1 and 3 of stream %s", e1.ID, e2.ID, h.Stream())
+	}
+	if e1.Time.IsZero() {
+		t.Error("Publish did not set Time")
+	}
+	if n := s.Pending(); n != 0 {
+		t.Errorf("Pending = %d, want 0: the other resource's event leaked in", n)
+	}
+}
+
+func TestResume(t *testing.T) {
+	h := NewHub()
+	publish(h, 10, "r")
+	s, err := h.Subscribe("", h.Stream()+"-4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for want := 5; want <= 10; want++ {
+		if e := next(t, s); e.ID != fmt.Sprintf("%s-%d", h.Stream(), want) || e.Type != Granted {
+			t.Fatalf("resumed event %+v, want seq %d", e, want)
+		}
+	}
+	publish(h, 1, "r")
+	if e := next(t, s); e.ID != h.Stream()+"-11" {
+		t.Fatalf("live event after the replay: %+v", e)
+	}
+	// Resuming at the latest event replays nothing.
+	s2, _ := h.Subscribe("", h.Stream()+"-11")
+	if s2.Pending() != 0 {
+		t.Errorf("Pending = %d after resuming at the head", s2.Pending())
+	}
+}
+
+func TestLost(t *testing.T) {
+	h := NewHub()
+	publish(h, RingSize+10, "r")
+	for name, after := range map[string]string{
+		"other stream": "0123456789abcdef-3",
+		"too old":      h.Stream() + "-9", // events 1..10 are gone
+		"future":       fmt.Sprintf("%s-%d", h.Stream(), RingSize+11),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := h.Subscribe("", after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := next(t, s)
+			if e.Type != Lost || e.Detail == "" {
+				t.Fatalf("first event %+v, want Lost with a detail", e)
+			}
+			if want := fmt.Sprintf("%s-%d", h.Stream(), RingSize+10); e.ID != want {
+				t.Errorf("Lost ID %q, want the head %q so that a reconnect resumes from here", e.ID, want)
+			}
+			if s.Pending() != 0 {
+				t.Errorf("Pending = %d after Lost, want 0", s.Pending())
+			}
+		})
+	}
+	// The oldest event kept still resumes.
+	s, _ := h.Subscribe("", h.Stream()+"-10")
+	if e := next(t, s); e.ID != h.Stream()+"-11" {
+		t.Fatalf("resume at the edge of the ring: %+v", e)
+	}
+}
+
+func TestBadID(t *testing.T) {
+	h := NewHub()
+	for _, id := range []string{"x", "-1", "abc-", "abc-x", "abc--1", "a b-1", "abc-+1", strings.Repeat("a", 65) + "-1"} {
+		if _, err := h.Subscribe("", id); !errors.Is(err, ErrBadID) {
+			t.Errorf("Subscribe(%q) = %v, want ErrBadID", id, err)
+		}
+	}
+	if h.Subscribers() != 0 {
+		t.Errorf("a rejected subscription was kept")
+	}
+}
+
+func TestSlowSubscriberIsCutOff(t *testing.T) {
+	h := NewHub()
+	slow, _ := h.Subscribe("", "")
+	fast, _ := h.Subscribe("", "")
+	var got []Event
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for len(got) < Buffer+1 {
+			got = append(got, next(t, fast))
+		}
+	}()
+	for i := range Buffer + 1 {
+		h.Publish(Event{Type: Granted, Resource: "r", Token: fence.Token(i + 1)})
+		if i%64 == 0 {
+			time.Sleep(time.Millisecond) // let the fast one keep up
+		}
+	}
+	wg.Wait()
+	if _, err := slow.Next(context.Background()); !errors.Is(err, ErrSlow) {
+		t.Fatalf("slow subscriber: Next = %v, want ErrSlow", err)
+	}
+	if h.Subscribers() != 1 {
+		t.Errorf("Subscribers = %d, want 1 (the slow one is gone)", h.Subscribers())
+	}
+	// Cut off, it resumes from the ring without loss.
+	s, _ := h.Subscribe("", h.Stream()+"-0")
+	if e := next(t, s); e.Type != Granted || e.Token != 1 {
+		t.Fatalf("resume after cut-off: %+v", e)
+	}
+}
+
+func TestClose(t *testing.T) {
+	h := NewHub()
+	s, _ := h.Subscribe("", "")
+	done := make(chan error)
+	go func() { _, err := s.Next(context.Background()); done <- err }()
+	h.Close()
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close = %v, want ErrClosed", err)
+	}
+	h.Publish(Event{Type: Granted, Resource: "r"}) // dropped, no panic
+	if _, err := h.Subscribe("", ""); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Subscribe after Close = %v, want ErrClosed", err)
+	}
+	var nilHub *Hub
+	nilHub.Publish(Event{}) // does nothing
+	nilHub.Close()
+}
+
+func TestNextHonoursContext(t *testing.T) {
+	h := NewHub()
+	s, _ := h.Subscribe("", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := s.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Next = %v, want DeadlineExceeded", err)
+	}
+	s.Close()
+	if h.Subscribers() != 0 {
+		t.Error("Close left the subscription in the hub")
+	}
+}
+
+func FuzzParseID(f *testing.F) {
+	f.Add("0123456789abcdef-17")
+	f.Add("a-b-1")
+	f.Fuzz(func(t *testing.T, id string) {
+		stream, seq, err := ParseID(id)
+		if err != nil {
+			return
+		}
+		if again := fmt.Sprintf("%s-%d", stream, seq); again != id && !strings.HasPrefix(id, stream+"-0") {
+			t.Fatalf("ParseID(%q) = %q, %d: prints as %q", id, stream, seq, again)
+		}
+	})
+}
