@@ -18,7 +18,8 @@ import (
 // resource can check offline, with only the service's public keys, that the
 // token was really issued for that resource. Without it a client could send
 // Fencing-Token: 9223372036854775807 and raise a fence that no real holder can
-// ever pass again.
+// ever pass again. docs/sequencer.md is the language-neutral form of what
+// follows, with test vectors in testdata/sequencer/vectors.json.
 //
 // # Format, version 1
 //
@@ -33,12 +34,12 @@ import (
 //	version   1 byte, 0x01
 //	kid       uvarint length, then 1..MaxKeyIDLen bytes of [A-Za-z0-9_-]
 //	token     uvarint, 1..2^63-1
-//	expires   uvarint, Unix time in milliseconds, 1..2^63-1; 0 means no expiry
+//	expires   uvarint, Unix time in milliseconds, 1..2^63-1; 0 means none is stated
 //	resource  uvarint length, then the UTF-8 name (see ValidateResource)
 //	holder    uvarint length, then the UTF-8 holder id (see ValidateHolder)
 //
 // and nothing after it. The signature is the 64-byte Ed25519 signature (RFC
-// 8032, pure Ed25519) of the 13 ASCII bytes "fence-seq-v1", a zero byte, and
+// 8032, pure Ed25519) of the 12 ASCII bytes "fence-seq-v1", a zero byte, and
 // the payload. A parser rejects anything else, including non-shortest varints,
 // base64 with non-zero padding bits, and other characters, so each sequencer
 // has exactly one encoding.

@@ -30,7 +30,7 @@ type Watcher struct {
 
 	lastID string        // the last event's ID, sent as Last-Event-ID
 	retry  time.Duration // the stream's reconnection delay
-	body   *idleReader // nil while not connected
+	body   *idleReader   // nil while not connected
 	rd     *sse.Reader
 
 	closeOnce sync.Once
@@ -94,6 +94,15 @@ func (w *Watcher) delay() time.Duration {
 		return d
 	}
 	return watchRetry
+}
+
+// Start connects now, rather than at the first Next, so that every event
+// published after it returns is received. It does nothing if connected.
+func (w *Watcher) Start() error {
+	if w.body != nil {
+		return nil
+	}
+	return w.connect()
 }
 
 func (w *Watcher) connect() error {

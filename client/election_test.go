@@ -1,0 +1,118 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/client"
+	"github.com/fence-lock/fence/fencetest"
+)
+
+// nextLeader returns the next leader that obs sends, failing t after 10 s.
+func nextLeader(t *testing.T, obs <-chan client.Leader) client.Leader {
+	t.Helper()
+	select {
+	case l, ok := <-obs:
+		if !ok {
+			t.Fatal("Observe closed its channel")
+		}
+		return l
+	case <-time.After(10 * time.Second):
+		t.Fatal("no leader change within 10s")
+	}
+	return client.Leader{}
+}
+
+// TestElection runs two candidates and an observer: one leads, the other
+// takes over when it resigns and again when its lease is revoked, each
+// leadership with a greater token, and the deposed leader's writes are
+// fenced.
+func TestElection(t *testing.T) {
+	c, err := client.New(fencetest.NewServer(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	e := c.Election("leader/scheduler")
+	if _, err := e.Leader(ctx); !errors.Is(err, client.ErrNoLeader) {
+		t.Fatalf("Leader before any campaign: %v, want ErrNoLeader", err)
+	}
+	obs := e.Observe(ctx)
+	if l := nextLeader(t, obs); l != (client.Leader{}) {
+		t.Fatalf("first observation %+v, want nobody", l)
+	}
+
+	a, err := e.Campaign(ctx, "node-a", fence.WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := nextLeader(t, obs); l.Holder != "node-a" || l.Token != a.Token() {
+		t.Fatalf("observed %+v, want node-a with token %d", l, a.Token())
+	}
+	if l, err := e.Leader(ctx); err != nil || l.Holder != "node-a" {
+		t.Fatalf("Leader = %+v, %v", l, err)
+	}
+
+	bC := make(chan *client.Lease, 1)
+	go func() {
+		b, err := e.Campaign(ctx, "node-b", fence.WithTTL(5*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		bC <- b
+	}()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-bC:
+		t.Fatal("node-b leads while node-a does")
+	default:
+	}
+	if err := e.Resign(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	b := <-bC
+	if b == nil {
+		t.FailNow()
+	}
+	if b.Token() <= a.Token() {
+		t.Fatalf("node-b's token %d is not greater than node-a's %d", b.Token(), a.Token())
+	}
+	// The observer may see the release before the grant, or only the grant.
+	l := nextLeader(t, obs)
+	if l == (client.Leader{}) {
+		l = nextLeader(t, obs)
+	}
+	if l.Holder != "node-b" || l.Token != b.Token() {
+		t.Fatalf("observed %+v, want node-b", l)
+	}
+	if _, err := c.HTTP().Put(ctx, "leader/scheduler", "k", []byte("late"), a.Token(), fence.Cond{}); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("deposed leader's write: %v, want fenced", err)
+	}
+
+	// A revoke deposes node-b: its lease ends, and nobody leads.
+	if _, err := c.HTTP().Revoke(ctx, "leader/scheduler"); err != nil {
+		t.Fatal(err)
+	}
+	if l := nextLeader(t, obs); l != (client.Leader{}) {
+		t.Fatalf("observed %+v after a revoke, want nobody", l)
+	}
+	select {
+	case <-b.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("node-b's leadership did not end after the revoke")
+	}
+
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	holder, err := c.Acquire(ctx, "leader/scheduler", fence.WithHolder("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release(ctx)
+	if _, err := e.Campaign(cctx, "node-c"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Campaign past its context: %v, want DeadlineExceeded", err)
+	}
+}
