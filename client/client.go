@@ -31,6 +31,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/wire"
 )
 
 // Client talks to a fence server, or to the servers of a cluster with
@@ -235,7 +236,7 @@ func (t *fencingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	r := req.Clone(req.Context()) // a RoundTripper must not change the caller's request
 	r.Header.Set("Fencing-Token", t.lease.Token().String())
 	if s := t.lease.Sequencer(); s != "" {
-		r.Header.Set(httpapi.SequencerHeader, s)
+		r.Header.Set(wire.SequencerHeader, s)
 	}
 	return t.base.RoundTrip(r)
 }

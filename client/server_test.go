@@ -13,6 +13,7 @@ import (
 	"github.com/fence-lock/fence/bolt"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/lock"
+	"github.com/fence-lock/fence/wire"
 )
 
 // Gate modes: how the test server treats requests.
@@ -58,7 +59,7 @@ func newSignedServer(t testing.TB, signer *fence.SigningKey) *server {
 	}
 	s := &server{}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.seen.Store(r.Method+" "+r.URL.Path, r.Header.Get(httpapi.SequencerHeader))
+		s.seen.Store(r.Method+" "+r.URL.Path, r.Header.Get(wire.SequencerHeader))
 		switch s.mode.Load() {
 		case blackout:
 			// Reading the body lets net/http watch the connection, so the

@@ -22,6 +22,7 @@ import (
 	"github.com/fence-lock/fence/client"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/internal/testserver"
+	"github.com/fence-lock/fence/wire"
 )
 
 // A cluster of fence serve processes on one shared store, each on a fixed
@@ -80,8 +81,8 @@ func (c *fenceCluster) start(i int) {
 }
 
 // clusterStatus reads GET /v1/cluster from server i.
-func (c *fenceCluster) status(i int) (httpapi.ClusterStatus, error) {
-	var st httpapi.ClusterStatus
+func (c *fenceCluster) status(i int) (wire.ClusterStatus, error) {
+	var st wire.ClusterStatus
 	hc := &http.Client{Timeout: 500 * time.Millisecond}
 	resp, err := hc.Get(c.url(i) + "/v1/cluster")
 	if err != nil {
@@ -100,7 +101,7 @@ func (c *fenceCluster) waitLeader(within time.Duration) int {
 			if s == nil || isDone(s.exited) {
 				continue
 			}
-			if st, err := c.status(i); err == nil && st.Role == httpapi.RoleLeader {
+			if st, err := c.status(i); err == nil && st.Role == wire.RoleLeader {
 				return i
 			}
 		}

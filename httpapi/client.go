@@ -21,11 +21,12 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
 )
 
 // Client is a fence.Locker and fence.Store over the v1 HTTP API. It is safe
 // for concurrent use. Errors from the server come back as the same typed fence
-// errors the server's own Locker and Store return (wrapped in a *Problem), so
+// errors the server's own Locker and Store return (wrapped in a *wire.Problem), so
 // errors.Is(err, fence.ErrFenced) and errors.As(err, &fencedErr) work alike in
 // process and over HTTP.
 //
@@ -363,7 +364,7 @@ func (c *Client) once(ctx context.Context, base string, req request) (resp apiRe
 		return apiResponse{}, err, unknown
 	}
 	if hresp.StatusCode/100 != 2 {
-		err := ProblemError(hresp.StatusCode, body)
+		err := wire.ProblemError(hresp.StatusCode, body)
 		switch {
 		case hresp.StatusCode != http.StatusServiceUnavailable:
 			return apiResponse{}, err, answered
@@ -429,20 +430,11 @@ func kvPath(resource, key string) string {
 	return "/v1/kv/" + url.PathEscape(resource) + "/" + strings.Join(segs, "/")
 }
 
-func (l leaseResponse) lease() (fence.Lease, error) {
-	exp, err := time.Parse(time.RFC3339Nano, l.ExpiresAt)
-	if err != nil {
-		return fence.Lease{}, fmt.Errorf("httpapi: lease expires_at %q: %w", l.ExpiresAt, err)
-	}
-	return fence.Lease{Resource: l.Resource, Holder: l.Holder, Token: l.Token,
-		TTL: time.Duration(l.TTLMS) * time.Millisecond, Expires: exp, Sequencer: l.Sequencer}, nil
-}
-
 // Keys returns the public keys that verify the server's sequencers, from
 // GET /v1/keys: none if the server signs nothing. Use them to build a
 // fence.KeySet.
 func (c *Client) Keys(ctx context.Context) ([]fence.PublicKey, error) {
-	var kr keysResponse
+	var kr wire.KeysResponse
 	if err := c.doJSON(ctx, request{method: "GET", path: "/v1/keys", retryable: true}, &kr); err != nil {
 		return nil, err
 	}
@@ -469,7 +461,7 @@ func (c *Client) List(ctx context.Context, prefix, after string, limit int) ([]f
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var lr listResponse
+	var lr wire.ListResponse
 	if err := c.doJSON(ctx, request{method: "GET", path: path, retryable: true}, &lr); err != nil {
 		return nil, "", err
 	}
@@ -487,15 +479,11 @@ func (c *Client) List(ctx context.Context, prefix, after string, limit int) ([]f
 // Cluster returns what the server the client talks to now knows of its
 // cluster, from GET /v1/cluster: its role, the leader, the epoch and the
 // servers.
-func (c *Client) Cluster(ctx context.Context) (ClusterStatus, error) {
-	var st ClusterStatus
+func (c *Client) Cluster(ctx context.Context) (wire.ClusterStatus, error) {
+	var st wire.ClusterStatus
 	err := c.doJSON(ctx, request{method: "GET", path: "/v1/cluster", retryable: true}, &st)
 	return st, err
 }
-
-// SequencerHeader is the request header that carries a lease's sequencer
-// (fence.Lease.Sequencer) next to Fencing-Token.
-const SequencerHeader = "Fence-Sequencer"
 
 // WithSequencer returns a copy of ctx that makes the Client's storage writes
 // (Put, Delete, Claim, Txn) send sequencer in the Fence-Sequencer header; ""
@@ -518,7 +506,7 @@ func SequencerFrom(ctx context.Context) string {
 // headers, and returns h.
 func withSequencer(ctx context.Context, h http.Header) http.Header {
 	if s := SequencerFrom(ctx); s != "" {
-		h.Set(SequencerHeader, s)
+		h.Set(wire.SequencerHeader, s)
 	}
 	return h
 }
@@ -530,11 +518,11 @@ func (c *Client) Acquire(ctx context.Context, resource, holder string, ttl, wait
 		TTLMS  int64  `json:"ttl_ms"`
 		WaitMS int64  `json:"wait_ms"`
 	}{holder, ttl.Milliseconds(), wait.Milliseconds()})
-	var lr leaseResponse
+	var lr wire.Lease
 	if err := c.doJSON(ctx, request{method: "POST", path: lockPath(resource, "/acquire"), body: body, retryable: true}, &lr); err != nil {
 		return fence.Lease{}, err
 	}
-	return lr.lease()
+	return lr.Decode()
 }
 
 // Renew implements fence.Locker.
@@ -550,11 +538,11 @@ func (c *Client) Renew(ctx context.Context, resource string, token fence.Token, 
 			TTLMS int64       `json:"ttl_ms"`
 		}{token, ttl.Milliseconds()})
 	}
-	var lr leaseResponse
+	var lr wire.Lease
 	if err := c.doJSON(ctx, request{method: "POST", path: lockPath(resource, "/renew"), body: body, retryable: true}, &lr); err != nil {
 		return fence.Lease{}, err
 	}
-	return lr.lease()
+	return lr.Decode()
 }
 
 // Release implements fence.Locker.
@@ -567,7 +555,7 @@ func (c *Client) Release(ctx context.Context, resource string, token fence.Token
 
 // Status implements fence.Locker.
 func (c *Client) Status(ctx context.Context, resource string) (fence.LockStatus, error) {
-	var lr lockResponse
+	var lr wire.LockStatus
 	if err := c.doJSON(ctx, request{method: "GET", path: lockPath(resource, ""), retryable: true}, &lr); err != nil {
 		return fence.LockStatus{}, err
 	}
@@ -582,18 +570,13 @@ func (c *Client) Status(ctx context.Context, resource string) (fence.LockStatus,
 	return st, nil
 }
 
-// revokeAnswer is the body of a revoke's answer.
-type revokeAnswer struct {
-	Resource     string      `json:"resource"`
-	RevokedToken fence.Token `json:"revoked_token"`
-	LastFence    fence.Token `json:"last_fence"`
-}
+// wire.RevokeResponse is the body of a revoke's answer.
 
 // Revoke implements fence.Revoker with POST /v1/locks/{resource}/revoke. It
 // is sent once: a repeated revoke would issue another token, so a transport
 // error leaves the outcome unknown.
 func (c *Client) Revoke(ctx context.Context, resource string) (fence.RevokeResult, error) {
-	var ra revokeAnswer
+	var ra wire.RevokeResponse
 	if err := c.doJSON(ctx, request{method: "POST", path: lockPath(resource, "/revoke"), body: []byte("{}")}, &ra); err != nil {
 		return fence.RevokeResult{}, err
 	}
@@ -619,7 +602,7 @@ func condHeader(token fence.Token, cond fence.Cond) http.Header {
 func (c *Client) Put(ctx context.Context, resource, key string, value []byte, token fence.Token, cond fence.Cond) (fence.WriteResult, error) {
 	h := withSequencer(ctx, condHeader(token, cond))
 	h.Set("Content-Type", "application/octet-stream")
-	var pr putResponse
+	var pr wire.PutResponse
 	req := request{method: "PUT", path: kvPath(resource, key), body: value, header: h, retryable: cond == fence.Cond{}}
 	if req.body == nil {
 		req.body = []byte{}
@@ -632,7 +615,7 @@ func (c *Client) Put(ctx context.Context, resource, key string, value []byte, to
 
 // Delete implements fence.Store.
 func (c *Client) Delete(ctx context.Context, resource, key string, token fence.Token, cond fence.Cond) (fence.WriteResult, error) {
-	var dr deleteResponse
+	var dr wire.DeleteResponse
 	if err := c.doJSON(ctx, request{method: "DELETE", path: kvPath(resource, key), header: withSequencer(ctx, condHeader(token, cond))}, &dr); err != nil {
 		return fence.WriteResult{}, err
 	}
@@ -659,14 +642,14 @@ func (c *Client) Get(ctx context.Context, resource, key string) (fence.Item, err
 
 // Fence implements fence.Store.
 func (c *Client) Fence(ctx context.Context, resource string) (fence.Token, error) {
-	var fr fenceResponse
+	var fr wire.FenceResponse
 	err := c.doJSON(ctx, request{method: "GET", path: "/v1/fences/" + url.PathEscape(resource), retryable: true}, &fr)
 	return fr.LastFence, err
 }
 
 // Claim implements fence.Store.
 func (c *Client) Claim(ctx context.Context, resource string, token fence.Token) (fence.WriteResult, error) {
-	var fr fenceResponse
+	var fr wire.FenceResponse
 	req := request{method: "POST", path: "/v1/fences/" + url.PathEscape(resource), header: withSequencer(ctx, condHeader(token, fence.Cond{})), retryable: true}
 	if err := c.doJSON(ctx, req, &fr); err != nil {
 		return fence.WriteResult{}, err
@@ -706,7 +689,7 @@ func (c *Client) Txn(ctx context.Context, t *fence.Txn) (fence.Rev, error) {
 		}
 		body.Then = append(body.Then, w)
 	}
-	var tr txnResponse
+	var tr wire.TxnResponse
 	if err := c.doJSON(ctx, request{method: "POST", path: "/v1/txn", body: jsonBody(body), header: withSequencer(ctx, http.Header{})}, &tr); err != nil {
 		return 0, err
 	}
@@ -725,7 +708,7 @@ func IsAmbiguous(err error) bool {
 	if m := (*maybeAppliedError)(nil); errors.As(err, &m) {
 		return true
 	}
-	var p *Problem
+	var p *wire.Problem
 	if errors.As(err, &p) {
 		return p.Status >= 500 && !errors.Is(p, fence.ErrNotLeader)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
 )
 
 // refusedAddr returns the base URL of a loopback port that nothing listens
@@ -170,13 +171,13 @@ func TestProblem_NotLeader(t *testing.T) {
 	for _, err := range []error{fence.ErrNotLeader, fmt.Errorf("raft: forwarding to the leader: %w", fence.ErrNotLeader)} {
 		rec := httptest.NewRecorder()
 		writeProblem(rec, err, "")
-		got := ProblemError(rec.Code, rec.Body.Bytes())
-		var p *Problem
-		if rec.Code != http.StatusServiceUnavailable || !errors.As(got, &p) || p.Code != "not_leader" || p.Type != problemTypeBase+"not_leader" {
+		got := wire.ProblemError(rec.Code, rec.Body.Bytes())
+		var p *wire.Problem
+		if rec.Code != http.StatusServiceUnavailable || !errors.As(got, &p) || p.Code != "not_leader" || p.Type != wire.ProblemTypeBase+"not_leader" {
 			t.Fatalf("status %d, body %s: want 503 not_leader", rec.Code, rec.Body.Bytes())
 		}
 		if !errors.Is(got, fence.ErrNotLeader) || errors.Is(got, fence.ErrClosed) {
-			t.Fatalf("ProblemError(...)=%v: errors.Is(ErrNotLeader)=%v, errors.Is(ErrClosed)=%v; want true, false",
+			t.Fatalf("wire.ProblemError(...)=%v: errors.Is(ErrNotLeader)=%v, errors.Is(ErrClosed)=%v; want true, false",
 				got, errors.Is(got, fence.ErrNotLeader), errors.Is(got, fence.ErrClosed))
 		}
 		if IsAmbiguous(got) {
@@ -185,7 +186,7 @@ func TestProblem_NotLeader(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	writeProblem(rec, fence.ErrClosed, "")
-	if got := ProblemError(rec.Code, rec.Body.Bytes()); !IsAmbiguous(got) || errors.Is(got, fence.ErrNotLeader) {
+	if got := wire.ProblemError(rec.Code, rec.Body.Bytes()); !IsAmbiguous(got) || errors.Is(got, fence.ErrNotLeader) {
 		t.Fatalf("unavailable: IsAmbiguous=%v errors.Is(ErrNotLeader)=%v, want true, false", IsAmbiguous(got), errors.Is(got, fence.ErrNotLeader))
 	}
 }
@@ -537,9 +538,9 @@ func TestClient_MaybeApplied(t *testing.T) {
 	if !errors.Is(err, fence.ErrNotLeader) || !IsAmbiguous(err) {
 		t.Fatalf("Put: %v (ambiguous %v), want ErrNotLeader and ambiguous", err, IsAmbiguous(err))
 	}
-	var p *Problem
+	var p *wire.Problem
 	if !errors.As(err, &p) || p.Code != "not_leader" {
-		t.Fatalf("errors.As(*Problem) on %v: want the last answer, not_leader", err)
+		t.Fatalf("errors.As(*wire.Problem) on %v: want the last answer, not_leader", err)
 	}
 
 	b2 := newStub(t, answer(fence.ErrNotLeader))

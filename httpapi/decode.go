@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
 )
 
 // Limits of request bodies.
@@ -362,7 +363,7 @@ func (f *faults) add(err error) {
 	if err == nil {
 		return
 	}
-	if r := rank(err); f.err == nil || r < f.rank {
+	if r := wire.Rank(err); f.err == nil || r < f.rank {
 		f.err, f.rank = err, r
 	}
 }

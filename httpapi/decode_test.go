@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
 )
 
 // badTokens are the malformed tokens of API.md, as JSON literals or header
@@ -27,8 +28,8 @@ func wantErr(t *testing.T, err, want error) {
 	if want != nil && !errors.Is(err, want) {
 		t.Fatalf("err=%v, want %v", err, want)
 	}
-	if want != nil && rank(err) != rank(want) {
-		t.Fatalf("err=%v ranks as %s, want %s", err, codes[rank(err)].code, codes[rank(want)].code)
+	if want != nil && wire.Rank(err) != wire.Rank(want) {
+		t.Fatalf("err=%v ranks as %s, want %s", err, wire.Codes[wire.Rank(err)].Code, wire.Codes[wire.Rank(want)].Code)
 	}
 }
 

@@ -12,13 +12,8 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
 )
-
-// ForwardedHeader marks a request that a standby forwarded to the leader; its
-// value is the standby's advertise URL. A server that does not lead answers
-// such a request not_leader instead of forwarding it again, so that servers
-// with different views of who leads never pass a request around in circles.
-const ForwardedHeader = "Fence-Forwarded-By"
 
 // Forwarder is the Server.Forward of a standby: it passes every request to
 // the leader and its answer back, long polls included. It is safe for
@@ -29,7 +24,7 @@ const ForwardedHeader = "Fence-Forwarded-By"
 // When the leader was reached but its answer did not come back, it answers
 // 503 unavailable: the outcome is unknown.
 type Forwarder struct {
-	// Self is this server's advertise URL, sent in ForwardedHeader.
+	// Self is this server's advertise URL, sent in wire.ForwardedHeader.
 	Self string
 	// Leader returns the leader's base URL and a context that ends when
 	// that server stops being the leader (as this server learns it), or
@@ -65,7 +60,7 @@ func targetFrom(ctx context.Context) *url.URL { return ctx.Value(targetKey{}).(*
 
 // ServeHTTP implements http.Handler.
 func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if by := r.Header.Get(ForwardedHeader); by != "" {
+	if by := r.Header.Get(wire.ForwardedHeader); by != "" {
 		writeProblem(w, fmt.Errorf("%w: this server does not lead either (forwarded by %s)", fence.ErrNotLeader, by), "")
 		return
 	}
@@ -76,7 +71,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	target, err := url.Parse(leader)
 	if err != nil {
-		writeProblem(w, fmt.Errorf("%w: the leader's address %q: %v", errInternal, leader, err), "")
+		writeProblem(w, fmt.Errorf("%w: the leader's address %q: %v", wire.ErrInternal, leader, err), "")
 		return
 	}
 	f.once.Do(f.init)
@@ -117,7 +112,7 @@ func (f *Forwarder) init() {
 			pr.SetURL(targetFrom(pr.In.Context()))
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
-			pr.Out.Header.Set(ForwardedHeader, f.Self)
+			pr.Out.Header.Set(wire.ForwardedHeader, f.Self)
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var op *net.OpError

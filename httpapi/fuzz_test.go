@@ -13,17 +13,18 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
 )
 
 // checkKinds fails unless err is one of kinds (by the table's precedence).
 func checkKinds(t *testing.T, err error, kinds ...error) {
 	t.Helper()
 	for _, k := range kinds {
-		if codes[rank(err)].err == k {
+		if wire.Codes[wire.Rank(err)].Err == k {
 			return
 		}
 	}
-	t.Fatalf("error %v is %s, want one of %v", err, codes[rank(err)].code, kinds)
+	t.Fatalf("error %v is %s, want one of %v", err, wire.Codes[wire.Rank(err)].Code, kinds)
 }
 
 func FuzzDecodeAcquire(f *testing.F) {
@@ -234,7 +235,7 @@ func FuzzServeHTTP(f *testing.F) {
 		r.Header.Set("Fencing-Token", tok)
 		w := httptest.NewRecorder()
 		srv.ServeHTTP(w, r)
-		if w.Code >= 400 && w.Header().Get("Content-Type") != contentTypeProblem {
+		if w.Code >= 400 && w.Header().Get("Content-Type") != wire.ProblemContentType {
 			t.Fatalf("%s %q: %d with Content-Type %q", method, p, w.Code, w.Header().Get("Content-Type"))
 		}
 		if w.Code == 500 {
@@ -273,8 +274,8 @@ func FuzzParseIfMatch(f *testing.F) {
 			}
 		case c.IfMatch == 0 || c.IfMatch > fence.Rev(fence.MaxToken):
 			t.Fatalf("%q gives %+v", v, c)
-		case etag(c.IfMatch) != v:
-			t.Fatalf("%q gives revision %d, whose tag is %s", v, c.IfMatch, etag(c.IfMatch))
+		case wire.ETag(c.IfMatch) != v:
+			t.Fatalf("%q gives revision %d, whose tag is %s", v, c.IfMatch, wire.ETag(c.IfMatch))
 		}
 	})
 }

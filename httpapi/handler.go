@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -9,9 +8,9 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
 )
 
 // Each handler checks the request in the API's order of precedence
@@ -20,100 +19,14 @@ import (
 // precondition_failed, not_found). So a rejected request never reaches a
 // mutating method.
 
-// statusResponse is the body of /healthz and /readyz.
-type statusResponse struct {
-	Status string `json:"status"`
-}
-
-// leaseResponse is a Lease, the answer to acquire and renew.
-type leaseResponse struct {
-	Resource  string      `json:"resource"`
-	Holder    string      `json:"holder"`
-	Token     fence.Token `json:"token"`
-	TTLMS     int64       `json:"ttl_ms"`
-	ExpiresAt string      `json:"expires_at"`
-	Sequencer string      `json:"sequencer,omitempty"` // absent when the server signs nothing
-}
-
-func newLeaseResponse(resource string, l fence.Lease) leaseResponse {
-	return leaseResponse{
-		Resource:  cmp.Or(l.Resource, resource),
-		Holder:    l.Holder,
-		Token:     l.Token,
-		TTLMS:     l.TTL.Milliseconds(),
-		ExpiresAt: timestamp(l.Expires),
-		Sequencer: l.Sequencer,
-	}
-}
-
-// timestamp formats t as RFC 3339 in UTC.
-func timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-
-// releaseResponse is the answer to release.
-type releaseResponse struct {
-	Resource string `json:"resource"`
-	Released bool   `json:"released"`
-}
-
-// revokeResponse is the answer to revoke. RevokedToken is 0 if the resource
-// was free.
-type revokeResponse struct {
-	Resource     string      `json:"resource"`
-	RevokedToken fence.Token `json:"revoked_token"`
-	LastFence    fence.Token `json:"last_fence"`
-}
-
-// lockResponse is the answer to GET /v1/locks/{resource}. Holder, Token and
-// ExpiresAt are set only while the lock is held.
-type lockResponse struct {
-	Resource  string      `json:"resource"`
-	Held      bool        `json:"held"`
-	Holder    string      `json:"holder,omitempty"`
-	Token     fence.Token `json:"token,omitempty"`
-	ExpiresAt string      `json:"expires_at,omitempty"`
-	LastToken fence.Token `json:"last_token"`
-}
-
-// putResponse is the answer to PUT /v1/kv/{resource}/{key}.
-type putResponse struct {
-	Resource string      `json:"resource"`
-	Key      string      `json:"key"`
-	Revision fence.Rev   `json:"revision"`
-	Fence    fence.Token `json:"fence"`
-}
-
-// deleteResponse is the answer to DELETE /v1/kv/{resource}/{key}.
-type deleteResponse struct {
-	Resource string    `json:"resource"`
-	Key      string    `json:"key"`
-	Revision fence.Rev `json:"revision"`
-}
-
-// fenceResponse is the answer to GET and POST /v1/fences/{resource}.
-type fenceResponse struct {
-	Resource  string      `json:"resource"`
-	LastFence fence.Token `json:"last_fence"`
-}
-
-// keysResponse is the answer to GET /v1/keys. Keys is [] when the server
-// signs nothing.
-type keysResponse struct {
-	Keys []fence.PublicKey `json:"keys"`
-}
-
-// txnResponse is the answer to POST /v1/txn.
-type txnResponse struct {
-	Revision fence.Rev `json:"revision"`
-}
-
 func (s *Server) keys(c *call) error {
 	keys := s.Keys
 	if keys == nil {
 		keys = []fence.PublicKey{}
 	}
-	b, err := json.Marshal(keysResponse{Keys: keys})
+	b, err := json.Marshal(wire.KeysResponse{Keys: keys})
 	if err != nil { // a key of the wrong size or with a bad id
-		return fmt.Errorf("%w: encoding the public keys: %w", errInternal, err)
+		return fmt.Errorf("%w: encoding the public keys: %w", wire.ErrInternal, err)
 	}
 	c.writeRaw(b)
 	return nil
@@ -122,10 +35,10 @@ func (s *Server) keys(c *call) error {
 func (s *Server) ready(c *call) error {
 	if s.Ready != nil {
 		if err := s.Ready(); err != nil {
-			return fmt.Errorf("%w: %w", errNotReady, err)
+			return fmt.Errorf("%w: %w", wire.ErrNotReady, err)
 		}
 	}
-	c.writeJSON(statusResponse{Status: "ok"})
+	c.writeJSON(wire.Health{Status: "ok"})
 	return nil
 }
 
@@ -137,31 +50,12 @@ func (s *Server) lockStatus(c *call, m match) error {
 	if err != nil {
 		return err
 	}
-	resp := lockResponse{Resource: c.resource, Held: st.Held, LastToken: st.LastToken}
+	resp := wire.LockStatus{Resource: c.resource, Held: st.Held, LastToken: st.LastToken}
 	if st.Held {
-		resp.Holder, resp.Token, resp.ExpiresAt = st.Holder, st.Token, timestamp(st.Expires)
+		resp.Holder, resp.Token, resp.ExpiresAt = st.Holder, st.Token, wire.Timestamp(st.Expires)
 	}
 	c.writeJSON(resp)
 	return nil
-}
-
-// DefaultListLimit is the locks GET /v1/locks returns without a limit.
-const DefaultListLimit = 100
-
-// listResponse is the answer to GET /v1/locks. Next, when set, is the
-// after of the next page.
-type listResponse struct {
-	Locks []listedLock `json:"locks"`
-	Next  string       `json:"next,omitempty"`
-}
-
-// listedLock is one held lock of a listResponse.
-type listedLock struct {
-	Resource  string      `json:"resource"`
-	Holder    string      `json:"holder"`
-	Token     fence.Token `json:"token"`
-	ExpiresAt string      `json:"expires_at"`
-	Waiters   int         `json:"waiters"`
 }
 
 func (s *Server) listLocks(c *call) error {
@@ -182,7 +76,7 @@ func (s *Server) listLocks(c *call) error {
 			return fmt.Errorf("after: %w", err)
 		}
 	}
-	limit := DefaultListLimit
+	limit := wire.DefaultListLimit
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > fence.MaxListLimit {
@@ -194,7 +88,7 @@ func (s *Server) listLocks(c *call) error {
 	if !ok {
 		return fmt.Errorf("%w: this server's lock service cannot list", fence.ErrNotFound)
 	}
-	resp := listResponse{Locks: []listedLock{}}
+	resp := wire.ListResponse{Locks: []wire.ListedLock{}}
 	// With auth, pages are filtered: ask for pages until this one is full
 	// of locks the caller may read, or there are no more.
 	for {
@@ -207,8 +101,8 @@ func (s *Server) listLocks(c *call) error {
 			if s.Auth != nil && s.Auth(c.r, permRead, l.Resource) != nil {
 				continue
 			}
-			resp.Locks = append(resp.Locks, listedLock{Resource: l.Resource, Holder: l.Holder, Token: l.Token,
-				ExpiresAt: timestamp(l.Expires), Waiters: l.Waiters})
+			resp.Locks = append(resp.Locks, wire.ListedLock{Resource: l.Resource, Holder: l.Holder, Token: l.Token,
+				ExpiresAt: wire.Timestamp(l.Expires), Waiters: l.Waiters})
 		}
 		if !more {
 			break
@@ -244,7 +138,7 @@ func (s *Server) acquire(c *call, m match) error {
 	if err != nil {
 		return err
 	}
-	c.writeJSON(newLeaseResponse(c.resource, l))
+	c.writeJSON(wire.NewLease(c.resource, l))
 	return nil
 }
 
@@ -266,7 +160,7 @@ func (s *Server) renew(c *call, m match) error {
 		return err
 	}
 	c.holder = l.Holder
-	c.writeJSON(newLeaseResponse(c.resource, l))
+	c.writeJSON(wire.NewLease(c.resource, l))
 	return nil
 }
 
@@ -286,7 +180,7 @@ func (s *Server) release(c *call, m match) error {
 	if err := s.locker.Release(c.r.Context(), c.resource, t); err != nil {
 		return err
 	}
-	c.writeJSON(releaseResponse{Resource: c.resource, Released: true})
+	c.writeJSON(wire.ReleaseResponse{Resource: c.resource, Released: true})
 	return nil
 }
 
@@ -317,7 +211,7 @@ func (s *Server) revoke(c *call, m match) error {
 	if err != nil {
 		return err
 	}
-	c.writeJSON(revokeResponse{Resource: c.resource, RevokedToken: res.Revoked, LastFence: res.LastFence})
+	c.writeJSON(wire.RevokeResponse{Resource: c.resource, RevokedToken: res.Revoked, LastFence: res.LastFence})
 	return nil
 }
 
@@ -333,8 +227,8 @@ func (s *Server) get(c *call, m match) error {
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Length", strconv.Itoa(len(it.Value)))
 	h.Set("Cache-Control", "no-store")
-	h.Set("ETag", etag(it.Rev))
-	h.Set(headerToken, it.Token.String())
+	h.Set("ETag", wire.ETag(it.Rev))
+	h.Set(wire.TokenHeader, it.Token.String())
 	c.w.WriteHeader(http.StatusOK)
 	c.w.Write(it.Value)
 	return nil
@@ -372,7 +266,7 @@ func (s *Server) put(c *call, m match) error {
 		return err
 	}
 	c.accepted("put", t, res)
-	c.writeJSON(putResponse{Resource: c.resource, Key: c.key, Revision: res.Rev, Fence: res.LastFence})
+	c.writeJSON(wire.PutResponse{Resource: c.resource, Key: c.key, Revision: res.Rev, Fence: res.LastFence})
 	return nil
 }
 
@@ -389,7 +283,7 @@ func (s *Server) delete(c *call, m match) error {
 		return err
 	}
 	c.accepted("delete", t, res)
-	c.writeJSON(deleteResponse{Resource: c.resource, Key: c.key, Revision: res.Rev})
+	c.writeJSON(wire.DeleteResponse{Resource: c.resource, Key: c.key, Revision: res.Rev})
 	return nil
 }
 
@@ -401,7 +295,7 @@ func (s *Server) fence(c *call, m match) error {
 	if err != nil {
 		return err
 	}
-	c.writeJSON(fenceResponse{Resource: c.resource, LastFence: f})
+	c.writeJSON(wire.FenceResponse{Resource: c.resource, LastFence: f})
 	return nil
 }
 
@@ -418,7 +312,7 @@ func (s *Server) claim(c *call, m match) error {
 		return err
 	}
 	c.accepted("claim", t, res)
-	c.writeJSON(fenceResponse{Resource: c.resource, LastFence: res.LastFence})
+	c.writeJSON(wire.FenceResponse{Resource: c.resource, LastFence: res.LastFence})
 	return nil
 }
 
@@ -459,40 +353,12 @@ func (s *Server) txn(c *call) error {
 			slog.Int("ops", ops),
 			slog.Uint64(keyRevision, uint64(rev)))
 	}
-	c.writeJSON(txnResponse{Revision: rev})
+	c.writeJSON(wire.TxnResponse{Revision: rev})
 	return nil
 }
 
-// ClusterStatus is the answer to GET /v1/cluster: what this server knows of
-// the servers that share its store.
-type ClusterStatus struct {
-	// Role is this server's: "leader" (it serves requests from its state)
-	// or "standby" (it forwards them to the leader).
-	Role string `json:"role"`
-	// Leader is the leader's advertise URL; "" while no server leads.
-	Leader string `json:"leader"`
-	// Epoch is the leader's writer epoch: it grows with every new leader.
-	Epoch uint64 `json:"epoch"`
-	// Store names the store's engine: "embedded", "etcd" or "postgres".
-	Store string `json:"store"`
-	// Servers are the servers that share the store, this one included.
-	Servers []ClusterServer `json:"servers"`
-}
-
-// ClusterServer is one server of a ClusterStatus.
-type ClusterServer struct {
-	URL  string `json:"url"`  // its advertise URL; "" for an embedded store's server
-	Role string `json:"role"` // "leader" or "standby"
-}
-
-// Roles of ClusterStatus and ClusterServer.
-const (
-	RoleLeader  = "leader"
-	RoleStandby = "standby"
-)
-
 func (s *Server) cluster(c *call) error {
-	st := ClusterStatus{Role: RoleLeader, Epoch: 1, Store: "embedded", Servers: []ClusterServer{{Role: RoleLeader}}}
+	st := wire.ClusterStatus{Role: wire.RoleLeader, Epoch: 1, Store: "embedded", Servers: []wire.ClusterServer{{Role: wire.RoleLeader}}}
 	if s.Cluster != nil {
 		var err error
 		if st, err = s.Cluster(c.r.Context()); err != nil {
@@ -500,7 +366,7 @@ func (s *Server) cluster(c *call) error {
 		}
 	}
 	if st.Servers == nil {
-		st.Servers = []ClusterServer{}
+		st.Servers = []wire.ClusterServer{}
 	}
 	c.writeJSON(st)
 	return nil

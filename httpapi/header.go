@@ -7,22 +7,19 @@ import (
 	"strconv"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
 )
-
-// headerToken is the request header that carries a fencing token, and the
-// response header of GET /v1/kv that tells the token of the stored value.
-const headerToken = "Fencing-Token"
 
 // fencingToken returns the request's Fencing-Token. An absent or empty header
 // wraps fence.ErrFenceRequired; a malformed token, or more than one header,
 // wraps fence.ErrInvalidToken.
 func fencingToken(h http.Header) (fence.Token, error) {
-	vs := h.Values(headerToken)
+	vs := h.Values(wire.TokenHeader)
 	switch {
 	case len(vs) == 0 || len(vs) == 1 && vs[0] == "":
-		return 0, fmt.Errorf("%w: no %s header", fence.ErrFenceRequired, headerToken)
+		return 0, fmt.Errorf("%w: no %s header", fence.ErrFenceRequired, wire.TokenHeader)
 	case len(vs) > 1:
-		return 0, fmt.Errorf("%w: %d %s headers, want one", fence.ErrInvalidToken, len(vs), headerToken)
+		return 0, fmt.Errorf("%w: %d %s headers, want one", fence.ErrInvalidToken, len(vs), wire.TokenHeader)
 	}
 	return fence.ParseToken(vs[0])
 }
@@ -81,6 +78,3 @@ func parseRev(s string) (fence.Rev, bool) {
 	}
 	return fence.Rev(n), true
 }
-
-// etag formats a revision as a strong entity tag, which parseIfMatch accepts.
-func etag(rev fence.Rev) string { return `"` + strconv.FormatUint(uint64(rev), 10) + `"` }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
 )
 
 func TestFencingToken(t *testing.T) {
@@ -13,7 +14,7 @@ func TestFencingToken(t *testing.T) {
 			continue // fence_required, below
 		}
 		t.Run("Bad/"+tok, func(t *testing.T) {
-			_, err := fencingToken(http.Header{headerToken: {tok}})
+			_, err := fencingToken(http.Header{wire.TokenHeader: {tok}})
 			wantErr(t, err, fence.ErrInvalidToken)
 		})
 	}
@@ -23,13 +24,13 @@ func TestFencingToken(t *testing.T) {
 		want fence.Token
 		err  error
 	}{
-		{"OK", http.Header{headerToken: {"42"}}, 42, nil},
-		{"Max", http.Header{headerToken: {"9223372036854775807"}}, fence.MaxToken, nil},
+		{"OK", http.Header{wire.TokenHeader: {"42"}}, 42, nil},
+		{"Max", http.Header{wire.TokenHeader: {"9223372036854775807"}}, fence.MaxToken, nil},
 		{"Absent", http.Header{}, 0, fence.ErrFenceRequired},
-		{"Empty", http.Header{headerToken: {""}}, 0, fence.ErrFenceRequired},
-		{"Two", http.Header{headerToken: {"1", "2"}}, 0, fence.ErrInvalidToken},
-		{"TwoEmpty", http.Header{headerToken: {"", ""}}, 0, fence.ErrInvalidToken},
-		{"List", http.Header{headerToken: {"1, 2"}}, 0, fence.ErrInvalidToken},
+		{"Empty", http.Header{wire.TokenHeader: {""}}, 0, fence.ErrFenceRequired},
+		{"Two", http.Header{wire.TokenHeader: {"1", "2"}}, 0, fence.ErrInvalidToken},
+		{"TwoEmpty", http.Header{wire.TokenHeader: {"", ""}}, 0, fence.ErrInvalidToken},
+		{"List", http.Header{wire.TokenHeader: {"1, 2"}}, 0, fence.ErrInvalidToken},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,9 +83,9 @@ func TestCond(t *testing.T) {
 
 func TestETag(t *testing.T) {
 	for _, rev := range []fence.Rev{1, 7, 1 << 40, 1<<63 - 1} {
-		c, err := parseIfMatch(etag(rev))
+		c, err := parseIfMatch(wire.ETag(rev))
 		if err != nil || c.IfMatch != rev {
-			t.Fatalf("parseIfMatch(etag(%d)) = %+v, %v", rev, c, err)
+			t.Fatalf("parseIfMatch(wire.ETag(%d)) = %+v, %v", rev, c, err)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
 )
 
 // signingLocker signs the leases of its Locker, as lock.Service does with a Signer.
@@ -92,7 +93,7 @@ func TestServer_LeaseSequencer(t *testing.T) {
 	)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		seen[r.Method+" "+r.URL.Path] = r.Header.Get(SequencerHeader)
+		seen[r.Method+" "+r.URL.Path] = r.Header.Get(wire.SequencerHeader)
 		mu.Unlock()
 		srv.ServeHTTP(w, r)
 	}))
@@ -211,13 +212,13 @@ func TestProblem_InvalidSequencerGolden(t *testing.T) {
 	if !bytes.Equal(got.Bytes(), want) {
 		t.Fatalf("body:\n%s\nwant:\n%s", got.Bytes(), want)
 	}
-	perr := ProblemError(rec.Code, rec.Body.Bytes())
+	perr := wire.ProblemError(rec.Code, rec.Body.Bytes())
 	if !errors.Is(perr, fence.ErrInvalidSequencer) || errors.Is(perr, fence.ErrInvalidToken) {
 		t.Fatalf("ProblemError: %v is not just ErrInvalidSequencer", perr)
 	}
 	for _, want := range []error{verr, fmt.Errorf("guard: %w", verr)} {
-		if codes[lookup(want)].code != "invalid_sequencer" {
-			t.Fatalf("%v maps to %s", want, codes[lookup(want)].code)
+		if wire.Codes[wire.Rank(want)].Code != "invalid_sequencer" {
+			t.Fatalf("%v maps to %s", want, wire.Codes[wire.Rank(want)].Code)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
 )
 
 // RequireFence returns middleware that enforces fencing tokens in front of any
@@ -31,7 +32,7 @@ func RequireFence(f fence.Fencer, resource func(*http.Request) string) func(http
 }
 
 // RequireFenceSigned is RequireFence that also requires, if keys is not nil,
-// a Fence-Sequencer header (SequencerHeader) that keys verifies for the
+// a Fence-Sequencer header (wire.SequencerHeader) that keys verifies for the
 // request's resource and Fencing-Token (fence.KeySet.Verify): a mutating
 // request without one, or with one that is malformed, badly signed, signed by
 // a key not in keys, or for another resource or token, is answered 403
@@ -51,7 +52,7 @@ func RequireFenceSigned(f fence.Fencer, keys fence.KeySet, resource func(*http.R
 				return
 			}
 			ctx := r.Context()
-			if seq := r.Header.Get(SequencerHeader); seq != "" {
+			if seq := r.Header.Get(wire.SequencerHeader); seq != "" {
 				ctx = fence.WithSequencer(ctx, seq)
 			}
 			token, err := fencingToken(r.Header)

@@ -12,6 +12,7 @@ import (
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/memory"
+	"github.com/fence-lock/fence/wire"
 )
 
 // TestRequireFenceSigned: with keys, a mutating request needs a
@@ -83,7 +84,7 @@ func TestRequireFenceSigned(t *testing.T) {
 			req.Header.Set("Fencing-Token", tc.token)
 		}
 		if tc.seq != "" {
-			req.Header.Set(httpapi.SequencerHeader, tc.seq)
+			req.Header.Set(wire.SequencerHeader, tc.seq)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
 )
 
 // sentinels are the fence errors that have a problem code.
@@ -45,7 +46,7 @@ func TestProblemError_RoundTrip(t *testing.T) {
 		t.Run(want.Error(), func(t *testing.T) {
 			rec := httptest.NewRecorder()
 			writeProblem(rec, want, "")
-			got := ProblemError(rec.Code, rec.Body.Bytes())
+			got := wire.ProblemError(rec.Code, rec.Body.Bytes())
 
 			for _, s := range sentinels {
 				if errors.Is(got, s) != errors.Is(want, s) {
@@ -57,12 +58,12 @@ func TestProblemError_RoundTrip(t *testing.T) {
 			checkAs[*fence.LockHeldError](t, got, want)
 			checkAs[*fence.LeaseLostError](t, got, want)
 
-			var p *Problem
+			var p *wire.Problem
 			if !errors.As(got, &p) {
-				t.Fatalf("%T is not a *Problem", got)
+				t.Fatalf("%T is not a *wire.Problem", got)
 			}
-			if p.Status != rec.Code || p.Code != codes[lookup(want)].code || p.Type != problemTypeBase+p.Code {
-				t.Fatalf("Problem %+v, want status %d and code %s", p, rec.Code, codes[lookup(want)].code)
+			if p.Status != rec.Code || p.Code != wire.Codes[wire.Rank(want)].Code || p.Type != wire.ProblemTypeBase+p.Code {
+				t.Fatalf("Problem %+v, want status %d and code %s", p, rec.Code, wire.Codes[wire.Rank(want)].Code)
 			}
 			if !strings.Contains(got.Error(), errors.Unwrap(got).Error()) {
 				t.Fatalf("Error()=%q does not say %q", got.Error(), errors.Unwrap(got))
@@ -97,7 +98,7 @@ func TestProblemError_RetryAfterRoundsUp(t *testing.T) {
 	rec := httptest.NewRecorder()
 	writeProblem(rec, &fence.LockHeldError{Resource: "r", RetryAfter: 1500*time.Microsecond + 1}, "")
 	var he *fence.LockHeldError
-	if err := ProblemError(rec.Code, rec.Body.Bytes()); !errors.As(err, &he) || he.RetryAfter != 2*time.Millisecond {
+	if err := wire.ProblemError(rec.Code, rec.Body.Bytes()); !errors.As(err, &he) || he.RetryAfter != 2*time.Millisecond {
 		t.Fatalf("got %v, want RetryAfter 2ms", err)
 	}
 	if got := rec.Header().Get("Retry-After"); got != "1" {
@@ -116,14 +117,14 @@ func TestProblemError_NotAProblem(t *testing.T) {
 		{404, `{"message":"nope"}`},
 		{503, "\xff\xfe" + strings.Repeat("x", 1000)},
 	} {
-		err := ProblemError(tt.status, []byte(tt.body))
-		var p *Problem
+		err := wire.ProblemError(tt.status, []byte(tt.body))
+		var p *wire.Problem
 		if !errors.As(err, &p) || p.Status != tt.status || p.Code != "" || p.Err != nil {
-			t.Fatalf("ProblemError(%d, %q) = %#v", tt.status, tt.body, err)
+			t.Fatalf("wire.ProblemError(%d, %q) = %#v", tt.status, tt.body, err)
 		}
 		for _, s := range sentinels {
 			if errors.Is(err, s) {
-				t.Fatalf("ProblemError(%d, %q) is %v", tt.status, tt.body, s)
+				t.Fatalf("wire.ProblemError(%d, %q) is %v", tt.status, tt.body, s)
 			}
 		}
 		if len(p.Detail) > 300 || !strings.Contains(err.Error(), fmt.Sprint(tt.status)) {
@@ -133,13 +134,13 @@ func TestProblemError_NotAProblem(t *testing.T) {
 }
 
 func TestProblemError_UnknownCode(t *testing.T) {
-	err := ProblemError(418, []byte(`{"type":"x","title":"Teapot","status":418,"detail":"short and stout","code":"teapot"}`))
-	var p *Problem
-	if !errors.As(err, &p) || p.Err != nil || p.Code != "teapot" || err.Error() != "httpapi: HTTP 418 teapot: short and stout" {
+	err := wire.ProblemError(418, []byte(`{"type":"x","title":"Teapot","status":418,"detail":"short and stout","code":"teapot"}`))
+	var p *wire.Problem
+	if !errors.As(err, &p) || p.Err != nil || p.Code != "teapot" || err.Error() != "fence: HTTP 418 teapot: short and stout" {
 		t.Fatalf("got %#v (%v)", err, err)
 	}
 	for _, code := range []string{"method_not_allowed", "not_ready", "internal"} {
-		err := ProblemError(500, []byte(`{"code":"`+code+`","detail":"d"}`))
+		err := wire.ProblemError(500, []byte(`{"code":"`+code+`","detail":"d"}`))
 		for _, s := range sentinels {
 			if errors.Is(err, s) {
 				t.Fatalf("%s is %v", code, s)
@@ -152,21 +153,21 @@ func TestProblemError_UnknownCode(t *testing.T) {
 func TestCodes(t *testing.T) {
 	order := []string{"unauthorized", "forbidden", "too_large", "bad_request", "fence_required", "invalid_token", "token_not_issued", "fenced", "precondition_failed", "not_found"}
 	seen := map[string]bool{}
-	for i, c := range codes {
-		if seen[c.code] {
-			t.Fatalf("code %s twice", c.code)
+	for i, c := range wire.Codes {
+		if seen[c.Code] {
+			t.Fatalf("code %s twice", c.Code)
 		}
-		seen[c.code] = true
-		if i < len(order) && c.code != order[i] {
-			t.Fatalf("codes[%d]=%s, want %s", i, c.code, order[i])
+		seen[c.Code] = true
+		if i < len(order) && c.Code != order[i] {
+			t.Fatalf("codes[%d]=%s, want %s", i, c.Code, order[i])
 		}
 	}
 	for _, s := range sentinels {
-		if codes[lookup(s)].err != s {
+		if wire.Codes[wire.Rank(s)].Err != s {
 			t.Fatalf("%v has no entry", s)
 		}
 	}
-	if codes[lookup(errors.New("x"))].code != "internal" {
+	if wire.Codes[wire.Rank(errors.New("x"))].Code != "internal" {
 		t.Fatal("an unknown error is not internal")
 	}
 }

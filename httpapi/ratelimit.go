@@ -8,27 +8,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fence-lock/fence/wire"
 	"golang.org/x/time/rate"
-
-	"github.com/fence-lock/fence"
 )
 
 // limiterIdle is how long a client's limiter lives unused before a sweep
 // drops it; a dropped client starts again with a full burst.
 const limiterIdle = 5 * time.Minute
-
-// rateLimitedError is fence.ErrRateLimited with the time until the client may
-// send again, answered as Retry-After.
-type rateLimitedError struct {
-	retryAfter time.Duration
-}
-
-func (e *rateLimitedError) Error() string {
-	return fmt.Sprintf("%v: retry in %s", fence.ErrRateLimited, e.retryAfter)
-}
-
-// Is makes errors.Is(err, fence.ErrRateLimited) true.
-func (e *rateLimitedError) Is(target error) bool { return target == fence.ErrRateLimited }
 
 // limiters holds one token bucket per client, dropping those idle for
 // limiterIdle in sweeps made lazily, at most once per limiterIdle.
@@ -109,5 +95,5 @@ func (s *Server) rateLimit(r *http.Request, now time.Time) error {
 		return nil
 	}
 	rateLimitedTotal.Inc()
-	return &rateLimitedError{retryAfter: d}
+	return &wire.RateLimitedError{RetryAfter: d}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -43,7 +44,7 @@ func TestServer_RateLimit(t *testing.T) {
 	if got := w.Header().Get("Retry-After"); got != "2" {
 		t.Fatalf("Retry-After=%q, want 2", got)
 	}
-	var p problemBody
+	var p wire.Body
 	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +54,11 @@ func TestServer_RateLimit(t *testing.T) {
 	if got := testutil.ToFloat64(rateLimitedTotal) - before; got != 1 {
 		t.Fatalf("fence_http_rate_limited_total rose by %v, want 1", got)
 	}
-	perr := ProblemError(w.Code, w.Body.Bytes())
+	perr := wire.ProblemError(w.Code, w.Body.Bytes())
 	if !errors.Is(perr, fence.ErrRateLimited) {
 		t.Fatalf("ProblemError=%v, want fence.ErrRateLimited", perr)
 	}
-	var pp *Problem
+	var pp *wire.Problem
 	if !errors.As(perr, &pp) || pp.RetryAfter <= time.Second {
 		t.Fatalf("Problem=%+v, want RetryAfter over 1s", pp)
 	}

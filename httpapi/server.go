@@ -18,6 +18,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/watch"
+	"github.com/fence-lock/fence/wire"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/time/rate"
 )
@@ -87,7 +88,7 @@ type Server struct {
 	// Cluster, if not nil, answers GET /v1/cluster: this server's role, the
 	// leader, the writer epoch and the servers. Nil, the default, answers
 	// as a server on its own: role "leader", epoch 1.
-	Cluster func(ctx context.Context) (ClusterStatus, error)
+	Cluster func(ctx context.Context) (wire.ClusterStatus, error)
 
 	// Forward, if not nil, serves every request of a route that is not
 	// answered locally (/healthz, /readyz, /metrics, /v1/keys, /v1/cluster
@@ -154,7 +155,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				slog.String("method", r.Method), slog.String("path", r.URL.EscapedPath()),
 				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			if c.w.status == 0 {
-				c.fail(fmt.Errorf("%w: panic: %v", errInternal, p))
+				c.fail(fmt.Errorf("%w: panic: %v", wire.ErrInternal, p))
 			}
 		}
 		requestDuration.WithLabelValues(c.routeLabel(), methodLabel(r.Method), strconv.Itoa(cmp.Or(c.w.status, http.StatusOK))).
@@ -168,7 +169,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.route = m.route
 	if !m.route.allows(r.Method) {
-		c.fail(fmt.Errorf("%w: %s %s; allowed: %s", errMethodNotAllowed, r.Method, m.route.pattern, m.route.allow))
+		c.fail(fmt.Errorf("%w: %s %s; allowed: %s", wire.ErrMethodNotAllowed, r.Method, m.route.pattern, m.route.allow))
 		return
 	}
 	if s.Forward != nil && !m.route.local {
@@ -243,7 +244,7 @@ func (s *Server) authorize(c *call, m match) error {
 			perm = permWrite
 		}
 	default:
-		return fmt.Errorf("%w: route %s has no permission", errInternal, m.route.pattern) // cannot happen
+		return fmt.Errorf("%w: route %s has no permission", wire.ErrInternal, m.route.pattern) // cannot happen
 	}
 	// A resource that does not decode is checked as sent; the handler then
 	// answers bad_request to those allowed to see it.
@@ -281,7 +282,7 @@ func (s *Server) authorizeTxn(c *call, t *fence.Txn) error {
 func (s *Server) serve(c *call, m match) error {
 	switch m.route {
 	case routeHealthz:
-		c.writeJSON(statusResponse{Status: "ok"})
+		c.writeJSON(wire.Health{Status: "ok"})
 		return nil
 	case routeReadyz:
 		return s.ready(c)
@@ -322,7 +323,7 @@ func (s *Server) serve(c *call, m match) error {
 	case routeCluster:
 		return s.cluster(c)
 	}
-	return fmt.Errorf("%w: route %s has no handler", errInternal, m.route.pattern) // cannot happen
+	return fmt.Errorf("%w: route %s has no handler", wire.ErrInternal, m.route.pattern) // cannot happen
 }
 
 func (c *call) routeLabel() string {
@@ -365,13 +366,11 @@ func (c *call) readBody(limit int64) ([]byte, error) {
 // fail answers err as a problem, logs the rejection and counts it.
 func (c *call) fail(err error) {
 	ctx := c.r.Context()
-	i := lookup(err)
-	if codes[i].err == errInternal && ctx.Err() != nil {
+	if wire.CodeOf(err).Err == wire.ErrInternal && ctx.Err() != nil {
 		// The client went away or the server is shutting down. The outcome
 		// of a write cut short is unknown, which unavailable says without
 		// blaming the server.
 		err = fmt.Errorf("%w: request canceled: %w", fence.ErrClosed, err)
-		i = lookup(err)
 	}
 	allow := ""
 	if c.route != nil {
@@ -397,7 +396,7 @@ func (c *call) fail(err error) {
 	if c.holder != "" {
 		attrs = append(attrs, slog.String(keyHolder, c.holder))
 	}
-	if presented := token(p.Presented); presented != 0 || c.presented != 0 {
+	if presented := fence.Token(tokenOf(p.Presented)); presented != 0 || c.presented != 0 {
 		attrs = append(attrs, slog.Uint64(keyPresented, uint64(cmp.Or(presented, c.presented))))
 	}
 	if p.LastFence != nil {
@@ -431,6 +430,14 @@ func (c *call) isStorageWrite() bool {
 		return c.r.Method != "GET" && c.r.Method != "HEAD"
 	}
 	return false
+}
+
+// tokenOf returns the token a problem member holds, 0 if it is absent.
+func tokenOf(v *uint64) uint64 {
+	if v == nil {
+		return 0
+	}
+	return *v
 }
 
 // storageOp names the storage write the request is: put, delete, claim or
@@ -481,7 +488,7 @@ func (c *call) accepted(op string, t fence.Token, res fence.WriteResult) {
 func (c *call) writeJSON(v any) {
 	b, err := json.Marshal(v)
 	if err != nil { // cannot happen: the responses hold strings, numbers and bools
-		c.fail(fmt.Errorf("%w: encoding response: %w", errInternal, err))
+		c.fail(fmt.Errorf("%w: encoding response: %w", wire.ErrInternal, err))
 		return
 	}
 	c.writeRaw(b)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -119,7 +120,7 @@ func (r response) problem(t *testing.T, status int, code string) map[string]any 
 	if p["status"] != json.Number(strconv.Itoa(status)) {
 		t.Fatalf("status member=%v, want %d", p["status"], status)
 	}
-	if p["type"] != problemTypeBase+code || p["title"] == "" || p["detail"] == "" {
+	if p["type"] != wire.ProblemTypeBase+code || p["title"] == "" || p["detail"] == "" {
 		t.Fatalf("problem %s lacks type, title or detail", r.body)
 	}
 	return p
@@ -259,7 +260,7 @@ func TestServer_Lock(t *testing.T) {
 		r := e.do("POST", "/v1/locks/orders%2F17/acquire", `{"holder":"worker-b"}`)
 		p := r.problem(t, 409, "lock_held")
 		checkBody(t, p, map[string]any{
-			"type": problemTypeBase + "lock_held", "title": "Lock held", "status": 409, "code": "lock_held",
+			"type": wire.ProblemTypeBase + "lock_held", "title": "Lock held", "status": 409, "code": "lock_held",
 			"detail": p["detail"], "resource": "orders/17", "retry_after_ms": 10000,
 		})
 		if got := r.header.Get("Retry-After"); got != "10" {
@@ -729,8 +730,8 @@ func TestRetryAfter(t *testing.T) {
 		{time.Second + time.Nanosecond, "2"}, {1500 * time.Millisecond, "2"}, {2 * time.Second, "2"},
 		{fence.MaxTTL, "86400"},
 	} {
-		if got := retryAfter(tt.d); got != tt.want {
-			t.Errorf("retryAfter(%s)=%s, want %s", tt.d, got, tt.want)
+		if got := wire.RetryAfterHeader(tt.d); got != tt.want {
+			t.Errorf("wire.RetryAfterHeader(%s)=%s, want %s", tt.d, got, tt.want)
 		}
 	}
 	// Through the server: a lease with 2.5 s left.
@@ -796,7 +797,7 @@ func TestServer_Panic(t *testing.T) {
 	e := newEnv(t)
 	e.f.Panic = true
 	p := e.do("GET", "/v1/kv/r/k", "").problem(t, 500, "internal")
-	if p["detail"] != internalDetail {
+	if p["detail"] != wire.InternalDetail {
 		t.Fatalf("detail=%v", p["detail"])
 	}
 	if l := e.logs.lines(t, "panic serving request"); len(l) != 1 || !strings.Contains(fmt.Sprint(l[0]["panic"]), "fake: Get") {
@@ -812,7 +813,7 @@ func TestServer_Internal(t *testing.T) {
 	e.f.Err = errors.New("disk on fire at /var/lib/fence")
 	r := e.do("PUT", "/v1/kv/r/k", "v", "Fencing-Token", "1")
 	p := r.problem(t, 500, "internal")
-	if strings.Contains(string(r.body), "disk") || p["detail"] != internalDetail {
+	if strings.Contains(string(r.body), "disk") || p["detail"] != wire.InternalDetail {
 		t.Fatalf("the cause leaked: %s", r.body)
 	}
 	l := e.logs.lines(t, "request rejected")
@@ -1001,9 +1002,9 @@ func TestServer_Golden(t *testing.T) {
 				t.Fatalf("body:\n%s\nwant:\n%s", got.Bytes(), want)
 			}
 			// The body rebuilds the error a client sees.
-			perr := ProblemError(r.status, r.body)
-			if i := lookup(perr); codes[i].code != code && code != "not_ready" && code != "method_not_allowed" && code != "internal" {
-				t.Fatalf("ProblemError(...) = %v, which maps to %s", perr, codes[i].code)
+			perr := wire.ProblemError(r.status, r.body)
+			if i := wire.Rank(perr); wire.Codes[i].Code != code && code != "not_ready" && code != "method_not_allowed" && code != "internal" {
+				t.Fatalf("wire.ProblemError(...) = %v, which maps to %s", perr, wire.Codes[i].Code)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/sse"
 	"github.com/fence-lock/fence/watch"
+	"github.com/fence-lock/fence/wire"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -25,10 +26,6 @@ const (
 	// reading is cut off after it, even before it falls Buffer behind.
 	watchWriteTimeout = 30 * time.Second
 )
-
-// LastEventIDHeader is the header with which a reconnecting watcher names
-// the last event it received.
-const LastEventIDHeader = "Last-Event-ID"
 
 var (
 	watchStreams = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -47,27 +44,12 @@ var (
 
 func init() { prometheus.MustRegister(watchStreams, watchCutoffs, watchEvents) }
 
-// Event is a watch event as GET /v1/watch sends it in an event's data: one
-// JSON object; members that do not apply to its type are absent.
-type Event struct {
-	ID        string      `json:"-"` // the SSE id, "<stream>-<seq>"
-	Type      string      `json:"type"`
-	Resource  string      `json:"resource,omitempty"`
-	Holder    string      `json:"holder,omitempty"`
-	Token     fence.Token `json:"token,omitempty"`
-	LastFence fence.Token `json:"last_fence,omitempty"`
-	Key       string      `json:"key,omitempty"`
-	Op        string      `json:"op,omitempty"`
-	ExpiresAt string      `json:"expires_at,omitempty"`
-	Time      string      `json:"time"`
-	Detail    string      `json:"detail,omitempty"`
-}
-
-func eventOf(e watch.Event) Event {
-	w := Event{ID: e.ID, Type: string(e.Type), Resource: e.Resource, Holder: e.Holder, Token: e.Token,
-		LastFence: e.LastFence, Key: e.Key, Op: e.Op, Time: timestamp(e.Time), Detail: e.Detail}
+// eventOf is the wire form of e.
+func eventOf(e watch.Event) wire.Event {
+	w := wire.Event{Type: string(e.Type), Resource: e.Resource, Holder: e.Holder, Token: e.Token,
+		LastFence: e.LastFence, Key: e.Key, Op: e.Op, Time: wire.Timestamp(e.Time), Detail: e.Detail}
 	if !e.ExpiresAt.IsZero() {
-		w.ExpiresAt = timestamp(e.ExpiresAt)
+		w.ExpiresAt = wire.Timestamp(e.ExpiresAt)
 	}
 	return w
 }
@@ -90,7 +72,7 @@ func (s *Server) watch(c *call) error {
 	}
 	// The header is what a reconnecting EventSource sends: it is newer
 	// than a last_event_id left in the URL.
-	after := c.r.Header.Get(LastEventIDHeader)
+	after := c.r.Header.Get(wire.LastEventIDHeader)
 	if after == "" {
 		after = q.Get("last_event_id")
 	}
@@ -100,7 +82,7 @@ func (s *Server) watch(c *call) error {
 	sub, err := s.Events.Subscribe(prefix, after)
 	switch {
 	case errors.Is(err, watch.ErrBadID):
-		return fmt.Errorf("%w: %s: %w", fence.ErrBadRequest, LastEventIDHeader, err)
+		return fmt.Errorf("%w: %s: %w", fence.ErrBadRequest, wire.LastEventIDHeader, err)
 	case errors.Is(err, watch.ErrClosed):
 		return fmt.Errorf("%w: %w", fence.ErrClosed, err)
 	case err != nil:

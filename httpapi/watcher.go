@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/fence-lock/fence/sse"
 	"github.com/fence-lock/fence/watch"
+	"github.com/fence-lock/fence/wire"
 )
 
 // Watcher is a watch stream (GET /v1/watch) that reconnects itself: when
@@ -112,7 +112,7 @@ func (w *Watcher) connect() error {
 	}
 	h := http.Header{}
 	if w.lastID != "" {
-		h.Set(LastEventIDHeader, w.lastID)
+		h.Set(wire.LastEventIDHeader, w.lastID)
 	}
 	resp, err := w.c.do(w.ctx, request{method: "GET", path: path, header: h, retryable: true, stream: true})
 	if err != nil {
@@ -167,7 +167,7 @@ func (w *Watcher) Close() error {
 
 // decodeEvent decodes one event of a watch stream.
 func decodeEvent(f sse.Event) (watch.Event, error) {
-	var j Event
+	var j wire.Event
 	if err := json.Unmarshal([]byte(f.Data), &j); err != nil {
 		return watch.Event{}, fmt.Errorf("httpapi: watch: decoding event %s: %w", f.ID, err)
 	}
@@ -177,21 +177,13 @@ func decodeEvent(f sse.Event) (watch.Event, error) {
 	e := watch.Event{ID: f.ID, Type: watch.Type(j.Type), Resource: j.Resource, Holder: j.Holder, Token: j.Token,
 		LastFence: j.LastFence, Key: j.Key, Op: j.Op, Detail: j.Detail}
 	var err error
-	if e.Time, err = parseTime(j.Time); err != nil {
+	if e.Time, err = wire.ParseTimestamp(j.Time); err != nil {
 		return watch.Event{}, fmt.Errorf("httpapi: watch: event %s: time: %w", f.ID, err)
 	}
 	if j.ExpiresAt != "" {
-		if e.ExpiresAt, err = parseTime(j.ExpiresAt); err != nil {
+		if e.ExpiresAt, err = wire.ParseTimestamp(j.ExpiresAt); err != nil {
 			return watch.Event{}, fmt.Errorf("httpapi: watch: event %s: expires_at: %w", f.ID, err)
 		}
 	}
 	return e, nil
-}
-
-func parseTime(s string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, errors.New("not an RFC 3339 time")
-	}
-	return t, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/postgres"
 	"github.com/fence-lock/fence/state"
+	"github.com/fence-lock/fence/wire"
 )
 
 // Engine is a replicated engine that several fence servers share: the state
@@ -297,24 +298,24 @@ func (n *node) ready() error {
 }
 
 // status answers GET /v1/cluster.
-func (n *node) status(ctx context.Context) (httpapi.ClusterStatus, error) {
+func (n *node) status(ctx context.Context) (wire.ClusterStatus, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	st := httpapi.ClusterStatus{Role: httpapi.RoleStandby, Leader: n.leader, Epoch: uint64(n.epoch), Store: n.engName}
+	st := wire.ClusterStatus{Role: wire.RoleStandby, Leader: n.leader, Epoch: uint64(n.epoch), Store: n.engName}
 	if n.leading != nil {
-		st.Role = httpapi.RoleLeader
+		st.Role = wire.RoleLeader
 	}
 	seen := false
 	for _, m := range n.members {
-		role := httpapi.RoleStandby
+		role := wire.RoleStandby
 		if m.URL == st.Leader {
-			role = httpapi.RoleLeader
+			role = wire.RoleLeader
 		}
-		st.Servers = append(st.Servers, httpapi.ClusterServer{URL: m.URL, Role: role})
+		st.Servers = append(st.Servers, wire.ClusterServer{URL: m.URL, Role: role})
 		seen = seen || m.URL == n.self.URL
 	}
 	if !seen {
-		st.Servers = append(st.Servers, httpapi.ClusterServer{URL: n.self.URL, Role: st.Role})
+		st.Servers = append(st.Servers, wire.ClusterServer{URL: n.self.URL, Role: st.Role})
 	}
 	return st, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/internal/testserver"
 	"github.com/fence-lock/fence/server"
+	"github.com/fence-lock/fence/wire"
 )
 
 // A 3-member etcd cluster shared by the tests, started by TestMain: its
@@ -79,14 +80,14 @@ func startServer(t *testing.T, prefix string, lockDelay ...time.Duration) (*serv
 	return s, url
 }
 
-func cluster(t *testing.T, url string) httpapi.ClusterStatus {
+func cluster(t *testing.T, url string) wire.ClusterStatus {
 	t.Helper()
 	resp, err := http.Get(url + "/v1/cluster")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st httpapi.ClusterStatus
+	var st wire.ClusterStatus
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}
@@ -120,15 +121,15 @@ func TestServer_Standby(t *testing.T) {
 	prefixN++
 	prefix := fmt.Sprintf("/server-test/%d/", prefixN)
 	_, leaderURL := startServer(t, prefix)
-	waitFor(t, "leading", func() bool { return cluster(t, leaderURL).Role == httpapi.RoleLeader })
+	waitFor(t, "leading", func() bool { return cluster(t, leaderURL).Role == wire.RoleLeader })
 	_, standbyURL := startServer(t, prefix)
 	waitFor(t, "standing by with a leader", func() bool { return status(standbyURL+"/readyz") == 200 })
 
 	st := cluster(t, standbyURL)
-	if st.Role != httpapi.RoleStandby || st.Leader != leaderURL || st.Store != "etcd" || st.Epoch == 0 || len(st.Servers) != 2 {
+	if st.Role != wire.RoleStandby || st.Leader != leaderURL || st.Store != "etcd" || st.Epoch == 0 || len(st.Servers) != 2 {
 		t.Fatalf("standby's /v1/cluster=%+v; want standby, leader %s, etcd, 2 servers", st, leaderURL)
 	}
-	if lst := cluster(t, leaderURL); lst.Role != httpapi.RoleLeader || lst.Leader != leaderURL || lst.Epoch != st.Epoch {
+	if lst := cluster(t, leaderURL); lst.Role != wire.RoleLeader || lst.Leader != leaderURL || lst.Epoch != st.Epoch {
 		t.Fatalf("leader's /v1/cluster=%+v", lst)
 	}
 
@@ -161,7 +162,7 @@ func TestServer_Standby(t *testing.T) {
 
 	// A request already forwarded once is not forwarded again.
 	req, _ := http.NewRequestWithContext(ctx, "GET", standbyURL+"/v1/fences/r", nil)
-	req.Header.Set(httpapi.ForwardedHeader, "http://127.0.0.1:1")
+	req.Header.Set(wire.ForwardedHeader, "http://127.0.0.1:1")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func TestServer_Resign(t *testing.T) {
 	prefixN++
 	prefix := fmt.Sprintf("/server-test/%d/", prefixN)
 	first, firstURL := startServer(t, prefix)
-	waitFor(t, "leading", func() bool { return cluster(t, firstURL).Role == httpapi.RoleLeader })
+	waitFor(t, "leading", func() bool { return cluster(t, firstURL).Role == wire.RoleLeader })
 	_, nextURL := startServer(t, prefix)
 	waitFor(t, "standing by", func() bool { return status(nextURL+"/readyz") == 200 })
 	api, _ := httpapi.NewClient(firstURL)
@@ -189,7 +190,7 @@ func TestServer_Resign(t *testing.T) {
 	}
 	closed := time.Now()
 	first.Close()
-	waitFor(t, "leading after the resignation", func() bool { return cluster(t, nextURL).Role == httpapi.RoleLeader })
+	waitFor(t, "leading after the resignation", func() bool { return cluster(t, nextURL).Role == wire.RoleLeader })
 	if took := time.Since(closed); took > 1500*time.Millisecond {
 		t.Errorf("takeover after a resignation took %s, want well under the election TTL", took)
 	}
@@ -205,7 +206,7 @@ func TestServer_LockDelayTakeover(t *testing.T) {
 	prefixN++
 	prefix := fmt.Sprintf("/server-test/%d/", prefixN)
 	first, firstURL := startServer(t, prefix, 3*time.Second)
-	waitFor(t, "leading", func() bool { return cluster(t, firstURL).Role == httpapi.RoleLeader })
+	waitFor(t, "leading", func() bool { return cluster(t, firstURL).Role == wire.RoleLeader })
 	_, nextURL := startServer(t, prefix, 3*time.Second)
 	api, _ := httpapi.NewClient(firstURL)
 	api.RetryFor = 0
@@ -217,7 +218,7 @@ func TestServer_LockDelayTakeover(t *testing.T) {
 		t.Fatalf("during the delay: err=%v, want ErrLockHeld", err)
 	}
 	first.Close()
-	waitFor(t, "leading", func() bool { return cluster(t, nextURL).Role == httpapi.RoleLeader })
+	waitFor(t, "leading", func() bool { return cluster(t, nextURL).Role == wire.RoleLeader })
 	next, _ := httpapi.NewClient(nextURL)
 	next.RetryFor = 0
 	_, err := next.Acquire(t.Context(), "r", "B", time.Second, 0)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/wire"
 )
 
 // The commands in this file are one API call each. --token has the
@@ -115,7 +116,7 @@ func apiError(err error) error {
 		return nil
 	}
 	code := exitFailure
-	var p *httpapi.Problem
+	var p *wire.Problem
 	switch {
 	case errors.Is(err, fence.ErrLockHeld):
 		code = exitNotHeld

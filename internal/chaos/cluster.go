@@ -18,9 +18,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/internal/chaos/proxy"
 	"github.com/fence-lock/fence/internal/testserver"
+	"github.com/fence-lock/fence/wire"
 )
 
 // Engines that Config.Cluster names.
@@ -211,9 +211,9 @@ func (c *cluster) urls() string {
 // none) says it leads, and returns it with its status; false if none does
 // before ctx ends. Of two that say so (an old leader that has not noticed
 // yet), the higher epoch wins.
-func (c *cluster) leader(ctx context.Context, except int) (int, httpapi.ClusterStatus, bool) {
+func (c *cluster) leader(ctx context.Context, except int) (int, wire.ClusterStatus, bool) {
 	for {
-		sts := make([]*httpapi.ClusterStatus, len(c.servers))
+		sts := make([]*wire.ClusterStatus, len(c.servers))
 		var wg sync.WaitGroup
 		for i, s := range c.servers {
 			if i == except || !s.answering() {
@@ -230,17 +230,17 @@ func (c *cluster) leader(ctx context.Context, except int) (int, httpapi.ClusterS
 			return i, *sts[i], true
 		}
 		if !sleep(ctx, 50*time.Millisecond) {
-			return -1, httpapi.ClusterStatus{}, false
+			return -1, wire.ClusterStatus{}, false
 		}
 	}
 }
 
 // pickLeader returns the index of the status that says it leads, with the
 // highest epoch; -1 if none does. nil entries did not answer.
-func pickLeader(sts []*httpapi.ClusterStatus) int {
+func pickLeader(sts []*wire.ClusterStatus) int {
 	best := -1
 	for i, st := range sts {
-		if st == nil || st.Role != httpapi.RoleLeader {
+		if st == nil || st.Role != wire.RoleLeader {
 			continue
 		}
 		if best < 0 || st.Epoch > sts[best].Epoch {
@@ -517,8 +517,8 @@ func (s *fenceServer) stop() {
 }
 
 // status reads GET /v1/cluster from the server.
-func (s *fenceServer) status(ctx context.Context) (httpapi.ClusterStatus, error) {
-	var st httpapi.ClusterStatus
+func (s *fenceServer) status(ctx context.Context) (wire.ClusterStatus, error) {
+	var st wire.ClusterStatus
 	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url()+"/v1/cluster", nil)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/wire"
 )
 
 func newRNG(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x6368616f73)) }
@@ -122,18 +122,18 @@ func TestSchedule_Drop(t *testing.T) {
 }
 
 func TestPickLeader(t *testing.T) {
-	st := func(role string, epoch uint64) *httpapi.ClusterStatus {
-		return &httpapi.ClusterStatus{Role: role, Epoch: epoch}
+	st := func(role string, epoch uint64) *wire.ClusterStatus {
+		return &wire.ClusterStatus{Role: role, Epoch: epoch}
 	}
 	for name, tc := range map[string]struct {
-		sts  []*httpapi.ClusterStatus
+		sts  []*wire.ClusterStatus
 		want int
 	}{
-		"None":          {[]*httpapi.ClusterStatus{nil, st(httpapi.RoleStandby, 3), nil}, -1},
+		"None":          {[]*wire.ClusterStatus{nil, st(wire.RoleStandby, 3), nil}, -1},
 		"Empty":         {nil, -1},
-		"One":           {[]*httpapi.ClusterStatus{st(httpapi.RoleStandby, 3), nil, st(httpapi.RoleLeader, 3)}, 2},
-		"HigherEpoch":   {[]*httpapi.ClusterStatus{st(httpapi.RoleLeader, 4), st(httpapi.RoleLeader, 5), st(httpapi.RoleStandby, 5)}, 1},
-		"OldLeaderLast": {[]*httpapi.ClusterStatus{st(httpapi.RoleLeader, 7), nil, st(httpapi.RoleLeader, 6)}, 0},
+		"One":           {[]*wire.ClusterStatus{st(wire.RoleStandby, 3), nil, st(wire.RoleLeader, 3)}, 2},
+		"HigherEpoch":   {[]*wire.ClusterStatus{st(wire.RoleLeader, 4), st(wire.RoleLeader, 5), st(wire.RoleStandby, 5)}, 1},
+		"OldLeaderLast": {[]*wire.ClusterStatus{st(wire.RoleLeader, 7), nil, st(wire.RoleLeader, 6)}, 0},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := pickLeader(tc.sts); got != tc.want {

@@ -21,6 +21,7 @@ import (
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/internal/chaos/history"
+	"github.com/fence-lock/fence/wire"
 )
 
 // WorkerConfig configures one client process of a run.
@@ -150,7 +151,7 @@ func (w *worker) record(op history.Op) {
 
 // outcome classifies err: what the history may assume about the operation.
 func outcome(err error) history.Outcome {
-	var p *httpapi.Problem
+	var p *wire.Problem
 	var opErr *net.OpError
 	switch {
 	case err == nil:

@@ -19,6 +19,7 @@ import (
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/client"
 	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/wire"
 )
 
 // Defaults and limits of Config.
@@ -483,7 +484,7 @@ func (d *driver) put(ctx context.Context, tl *timeline, store *httpapi.Client, r
 		w.Status, w.Revision = http.StatusOK, wr.Rev
 	} else {
 		w.Error = err.Error()
-		var p *httpapi.Problem
+		var p *wire.Problem
 		if errors.As(err, &p) {
 			w.Status, w.Code, w.Presented, w.LastFence = p.Status, p.Code, p.Presented, p.LastFence
 		}

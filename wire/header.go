@@ -1,0 +1,30 @@
+package wire
+
+import (
+	"strconv"
+
+	"github.com/fence-lock/fence"
+)
+
+// Headers of the API.
+const (
+	// TokenHeader carries a fencing token: on a storage write, the
+	// writer's; on a GET of a key, the token of the write that stored it.
+	TokenHeader = "Fencing-Token"
+	// SequencerHeader carries a lease's sequencer (its signed token) next
+	// to its Fencing-Token, for guards that verify it offline.
+	SequencerHeader = "Fence-Sequencer"
+	// ForwardedHeader marks a request that a standby forwarded to the
+	// leader; its value is the standby's advertise URL. A server that does
+	// not lead answers such a request not_leader instead of forwarding it
+	// again, so that servers with different views of who leads never pass
+	// a request around in circles.
+	ForwardedHeader = "Fence-Forwarded-By"
+	// LastEventIDHeader names, on GET /v1/watch, the last event a
+	// reconnecting watcher received.
+	LastEventIDHeader = "Last-Event-ID"
+)
+
+// ETag returns the entity tag of a key at revision rev: the decimal
+// revision in double quotes, as If-Match takes it.
+func ETag(rev fence.Rev) string { return `"` + strconv.FormatUint(uint64(rev), 10) + `"` }

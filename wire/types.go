@@ -1,0 +1,198 @@
+package wire
+
+import (
+	"cmp"
+	"fmt"
+	"time"
+
+	"github.com/fence-lock/fence"
+)
+
+// Timestamp formats t as the API's times are: RFC 3339 in UTC, with
+// nanoseconds where they are not zero.
+func Timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// ParseTimestamp parses a time of the API.
+func ParseTimestamp(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time", s)
+	}
+	return t, nil
+}
+
+// Health is the body of GET /healthz and /readyz.
+type Health struct {
+	Status string `json:"status"`
+}
+
+// AcquireRequest is the body of POST /v1/locks/{resource}/acquire.
+type AcquireRequest struct {
+	Holder string `json:"holder"`
+	TTLMS  int64  `json:"ttl_ms"`
+	WaitMS int64  `json:"wait_ms"`
+}
+
+// RenewRequest is the body of POST /v1/locks/{resource}/renew. TTLMS 0 keeps
+// the lease's TTL.
+type RenewRequest struct {
+	Token fence.Token `json:"token"`
+	TTLMS int64       `json:"ttl_ms,omitempty"`
+}
+
+// ReleaseRequest is the body of POST /v1/locks/{resource}/release.
+type ReleaseRequest struct {
+	Token fence.Token `json:"token"`
+}
+
+// Lease is the answer to acquire and renew.
+type Lease struct {
+	Resource  string      `json:"resource"`
+	Holder    string      `json:"holder"`
+	Token     fence.Token `json:"token"`
+	TTLMS     int64       `json:"ttl_ms"`
+	ExpiresAt string      `json:"expires_at"`
+	Sequencer string      `json:"sequencer,omitempty"` // absent when the server signs nothing
+}
+
+// NewLease is the answer for l, a lease on resource.
+func NewLease(resource string, l fence.Lease) Lease {
+	return Lease{
+		Resource:  cmp.Or(l.Resource, resource),
+		Holder:    l.Holder,
+		Token:     l.Token,
+		TTLMS:     l.TTL.Milliseconds(),
+		ExpiresAt: Timestamp(l.Expires),
+		Sequencer: l.Sequencer,
+	}
+}
+
+// Decode returns the lease that l describes.
+func (l Lease) Decode() (fence.Lease, error) {
+	exp, err := ParseTimestamp(l.ExpiresAt)
+	if err != nil {
+		return fence.Lease{}, fmt.Errorf("lease expires_at: %w", err)
+	}
+	return fence.Lease{Resource: l.Resource, Holder: l.Holder, Token: l.Token,
+		TTL: time.Duration(l.TTLMS) * time.Millisecond, Expires: exp, Sequencer: l.Sequencer}, nil
+}
+
+// ReleaseResponse is the answer to release.
+type ReleaseResponse struct {
+	Resource string `json:"resource"`
+	Released bool   `json:"released"`
+}
+
+// RevokeResponse is the answer to revoke. RevokedToken is 0 if the resource
+// was free.
+type RevokeResponse struct {
+	Resource     string      `json:"resource"`
+	RevokedToken fence.Token `json:"revoked_token"`
+	LastFence    fence.Token `json:"last_fence"`
+}
+
+// LockStatus is the answer to GET /v1/locks/{resource}. Holder, Token and
+// ExpiresAt are set only while the lock is held.
+type LockStatus struct {
+	Resource  string      `json:"resource"`
+	Held      bool        `json:"held"`
+	Holder    string      `json:"holder,omitempty"`
+	Token     fence.Token `json:"token,omitempty"`
+	ExpiresAt string      `json:"expires_at,omitempty"`
+	LastToken fence.Token `json:"last_token"`
+}
+
+// DefaultListLimit is the locks GET /v1/locks returns without a limit.
+const DefaultListLimit = 100
+
+// ListResponse is the answer to GET /v1/locks. Next, when set, is the
+// after of the next page.
+type ListResponse struct {
+	Locks []ListedLock `json:"locks"`
+	Next  string       `json:"next,omitempty"`
+}
+
+// ListedLock is one held lock of a ListResponse.
+type ListedLock struct {
+	Resource  string      `json:"resource"`
+	Holder    string      `json:"holder"`
+	Token     fence.Token `json:"token"`
+	ExpiresAt string      `json:"expires_at"`
+	Waiters   int         `json:"waiters"`
+}
+
+// PutResponse is the answer to PUT /v1/kv/{resource}/{key}.
+type PutResponse struct {
+	Resource string      `json:"resource"`
+	Key      string      `json:"key"`
+	Revision fence.Rev   `json:"revision"`
+	Fence    fence.Token `json:"fence"`
+}
+
+// DeleteResponse is the answer to DELETE /v1/kv/{resource}/{key}.
+type DeleteResponse struct {
+	Resource string    `json:"resource"`
+	Key      string    `json:"key"`
+	Revision fence.Rev `json:"revision"`
+}
+
+// FenceResponse is the answer to GET and POST /v1/fences/{resource}.
+type FenceResponse struct {
+	Resource  string      `json:"resource"`
+	LastFence fence.Token `json:"last_fence"`
+}
+
+// KeysResponse is the answer to GET /v1/keys. Keys is [] when the server
+// signs nothing.
+type KeysResponse struct {
+	Keys []fence.PublicKey `json:"keys"`
+}
+
+// TxnResponse is the answer to POST /v1/txn.
+type TxnResponse struct {
+	Revision fence.Rev `json:"revision"`
+}
+
+// ClusterStatus is the answer to GET /v1/cluster: what this server knows of
+// the servers that share its store.
+type ClusterStatus struct {
+	// Role is this server's: "leader" (it serves requests from its state)
+	// or "standby" (it forwards them to the leader).
+	Role string `json:"role"`
+	// Leader is the leader's advertise URL; "" while no server leads.
+	Leader string `json:"leader"`
+	// Epoch is the leader's writer epoch: it grows with every new leader.
+	Epoch uint64 `json:"epoch"`
+	// Store names the store's engine: "embedded", "etcd" or "postgres".
+	Store string `json:"store"`
+	// Servers are the servers that share the store, this one included.
+	Servers []ClusterServer `json:"servers"`
+}
+
+// ClusterServer is one server of a ClusterStatus.
+type ClusterServer struct {
+	URL  string `json:"url"`  // its advertise URL; "" for an embedded store's server
+	Role string `json:"role"` // "leader" or "standby"
+}
+
+// Roles of ClusterStatus and ClusterServer.
+const (
+	RoleLeader  = "leader"
+	RoleStandby = "standby"
+)
+
+// Event is a watch event as GET /v1/watch sends it in an event's data: one
+// JSON object; members that do not apply to its type are absent. Its SSE
+// id, "<stream>-<seq>", is not in the data.
+type Event struct {
+	Type      string      `json:"type"`
+	Resource  string      `json:"resource,omitempty"`
+	Holder    string      `json:"holder,omitempty"`
+	Token     fence.Token `json:"token,omitempty"`
+	LastFence fence.Token `json:"last_fence,omitempty"`
+	Key       string      `json:"key,omitempty"`
+	Op        string      `json:"op,omitempty"`
+	ExpiresAt string      `json:"expires_at,omitempty"`
+	Time      string      `json:"time"`
+	Detail    string      `json:"detail,omitempty"`
+}
