@@ -9,7 +9,7 @@ type sequencerKey struct{}
 
 // WithSequencer returns a copy of ctx that carries sequencer s, the signed
 // form of the fencing token that a write in ctx presents. Guards with Keys set
-// and httpapi.RequireFenceSigned verify it; the httpapi Client sends it in the
+// and httpapi.RequireFenceSigned verify it; the client package sends it in the
 // Fence-Sequencer header. "" carries none.
 func WithSequencer(ctx context.Context, s string) context.Context {
 	return context.WithValue(ctx, sequencerKey{}, s)

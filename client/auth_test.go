@@ -19,7 +19,7 @@ func TestWithAuthToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.HTTP().Status(t.Context(), "orders") // the answer's shape does not matter here
+	c.API().Status(t.Context(), "orders") // the answer's shape does not matter here
 	if v, _ := got.Load().(string); v != "Bearer s3cret" {
 		t.Fatalf("Authorization = %q, want %q", v, "Bearer s3cret")
 	}

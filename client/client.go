@@ -17,8 +17,8 @@
 // ("http://a:7700,http://b:7700"): the client stays on the server that
 // answers and moves to the next one after a transport error or a 503, and
 // retries calls that are safe to repeat (renewals among them) for up to
-// httpapi.Client.RetryFor, so that a lease's keepalive carries on across a
-// leader failover. See httpapi.Client for which calls are resent and when.
+// API.RetryFor, so that a lease's keepalive carries on across a
+// leader failover. See API for which calls are resent and when.
 // Errors are the typed errors of package fence: errors.Is(err,
 // fence.ErrFenced), errors.As(err, &fencedErr).
 package client
@@ -30,14 +30,13 @@ import (
 	"net/http"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/wire"
 )
 
 // Client talks to a fence server, or to the servers of a cluster with
 // failover between them. It is safe for concurrent use.
 type Client struct {
-	api *httpapi.Client
+	api *API
 }
 
 // Option configures a Client in New.
@@ -51,11 +50,11 @@ func WithAuthToken(token string) Option {
 
 // New returns a client of the server at addr, e.g. "http://127.0.0.1:7700",
 // or of the servers of a cluster, their base URLs separated by commas
-// ("http://a:7700,http://b:7700"), as httpapi.NewClient takes them.
+// ("http://a:7700,http://b:7700"), as NewAPI takes them.
 func New(addr string, opts ...Option) (*Client, error) {
-	api, err := httpapi.NewClient(addr)
+	api, err := NewAPI(addr)
 	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
+		return nil, err
 	}
 	c := &Client{api: api}
 	for _, o := range opts {
@@ -64,9 +63,9 @@ func New(addr string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// HTTP returns the underlying fence.Locker and fence.Store, for calls that
+// API returns the underlying fence.Locker and fence.Store, for calls that
 // take explicit tokens, and for its settings (HTTPClient, RetryFor, Retries).
-func (c *Client) HTTP() *httpapi.Client { return c.api }
+func (c *Client) API() *API { return c.api }
 
 // Acquire acquires resource and returns a lease that renews itself until
 // Release or loss. It returns *fence.LockHeldError if another holder kept
@@ -195,10 +194,10 @@ func (l *Lease) Txn(ctx context.Context, t *fence.Txn) (fence.Rev, error) {
 }
 
 // stamp returns ctx with the lease's sequencer, if it has one, for the
-// Fence-Sequencer header of a write (httpapi.WithSequencer).
+// Fence-Sequencer header of a write (WithSequencer).
 func (l *Lease) stamp(ctx context.Context) context.Context {
 	if s := l.Sequencer(); s != "" {
-		return httpapi.WithSequencer(ctx, s)
+		return WithSequencer(ctx, s)
 	}
 	return ctx
 }

@@ -49,7 +49,7 @@ func TestLease_LostWhenServerSays(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Someone with the token releases it behind the session's back.
-	if err := c.HTTP().Release(t.Context(), "orders", l.Token()); err != nil {
+	if err := c.API().Release(t.Context(), "orders", l.Token()); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -121,12 +121,12 @@ func TestClient_TypedErrors(t *testing.T) {
 	}
 	defer b.Release(t.Context())
 
-	_, err = c.HTTP().Put(t.Context(), "orders", "k", []byte("stale"), a.Token(), fence.Cond{})
+	_, err = c.API().Put(t.Context(), "orders", "k", []byte("stale"), a.Token(), fence.Cond{})
 	var fenced *fence.FencedError
 	if !errors.Is(err, fence.ErrFenced) || !errors.As(err, &fenced) || fenced.Presented != a.Token() || fenced.LastFence != b.Token() || fenced.Resource != "orders" {
 		t.Fatalf("err=%v, want *fence.FencedError{orders, %d, %d}", err, a.Token(), b.Token())
 	}
-	_, err = c.HTTP().Put(t.Context(), "orders", "k", nil, b.Token()+5, fence.Cond{})
+	_, err = c.API().Put(t.Context(), "orders", "k", nil, b.Token()+5, fence.Cond{})
 	var notIssued *fence.TokenNotIssuedError
 	if !errors.As(err, &notIssued) || notIssued.LastToken != b.Token() {
 		t.Fatalf("err=%v, want *fence.TokenNotIssuedError with LastToken %d", err, b.Token())
@@ -238,7 +238,7 @@ func TestClient_WithLock(t *testing.T) {
 
 	// The work's ctx is cancelled when the lease is lost, and WithLock says so.
 	err = c.WithLock(t.Context(), "orders", func(ctx context.Context, l *client.Lease) error {
-		c.HTTP().Release(t.Context(), "orders", l.Token()) // lost behind its back
+		c.API().Release(t.Context(), "orders", l.Token()) // lost behind its back
 		select {
 		case <-ctx.Done():
 			return nil
@@ -258,7 +258,7 @@ func TestLease_Sequencer(t *testing.T) {
 	}
 	s := newSignedServer(t, &k)
 	c := newClient(t, s)
-	keys, err := c.HTTP().Keys(t.Context())
+	keys, err := c.API().Keys(t.Context())
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("Keys=%v, %v; want the server's key", keys, err)
 	}

@@ -7,14 +7,13 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/watch"
 )
 
 // Watch returns a watcher of the lock and fence events of the resources
-// that start with prefix (see httpapi.Client.Watch): it reconnects by
+// that start with prefix (see API.Watch): it reconnects by
 // itself and resumes without loss while the server still has the events.
-func (c *Client) Watch(ctx context.Context, prefix string) *httpapi.Watcher {
+func (c *Client) Watch(ctx context.Context, prefix string) *Watcher {
 	return c.api.Watch(ctx, prefix, "")
 }
 
@@ -140,7 +139,7 @@ func (e *Election) observe(ctx context.Context, out chan Leader) {
 
 // follow sends the leader changes that w's events tell, until w fails;
 // leader returns the token of the leader last sent.
-func (e *Election) follow(w *httpapi.Watcher, leader func() fence.Token, send func(Leader), sync func() bool) {
+func (e *Election) follow(w *Watcher, leader func() fence.Token, send func(Leader), sync func() bool) {
 	for {
 		ev, err := w.Next()
 		if err != nil {

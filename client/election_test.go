@@ -88,12 +88,12 @@ func TestElection(t *testing.T) {
 	if l.Holder != "node-b" || l.Token != b.Token() {
 		t.Fatalf("observed %+v, want node-b", l)
 	}
-	if _, err := c.HTTP().Put(ctx, "leader/scheduler", "k", []byte("late"), a.Token(), fence.Cond{}); !errors.Is(err, fence.ErrFenced) {
+	if _, err := c.API().Put(ctx, "leader/scheduler", "k", []byte("late"), a.Token(), fence.Cond{}); !errors.Is(err, fence.ErrFenced) {
 		t.Fatalf("deposed leader's write: %v, want fenced", err)
 	}
 
 	// A revoke deposes node-b: its lease ends, and nobody leads.
-	if _, err := c.HTTP().Revoke(ctx, "leader/scheduler"); err != nil {
+	if _, err := c.API().Revoke(ctx, "leader/scheduler"); err != nil {
 		t.Fatal(err)
 	}
 	if l := nextLeader(t, obs); l != (client.Leader{}) {

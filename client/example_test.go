@@ -90,14 +90,14 @@ func Example_staleHolder() {
 
 	// A takes a raw lease (no keepalive), as a process would just before a
 	// long GC pause freezes it and its renewals.
-	a, _ := c.HTTP().Acquire(ctx, "orders", "A", 100*time.Millisecond, 0)
+	a, _ := c.API().Acquire(ctx, "orders", "A", 100*time.Millisecond, 0)
 	time.Sleep(200 * time.Millisecond) // A pauses; its lease expires
 	b, _ := c.Acquire(ctx, "orders")
 	defer b.Release(ctx)
 	b.Put(ctx, "total", []byte("B"))
 
 	// A wakes and writes with its old token.
-	_, err := c.HTTP().Put(ctx, "orders", "total", []byte("A"), a.Token, fence.Cond{})
+	_, err := c.API().Put(ctx, "orders", "total", []byte("A"), a.Token, fence.Cond{})
 	var fenced *fence.FencedError
 	if errors.As(err, &fenced) {
 		fmt.Printf("rejected: presented %d, last fence %d\n", fenced.Presented, fenced.LastFence)

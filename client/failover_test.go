@@ -199,7 +199,7 @@ func TestLease_TxnFailover(t *testing.T) {
 	t.Run("Unavailable", func(t *testing.T) {
 		c, l, a, b := setup(t, problem(503, "unavailable", "fence: closed"))
 		_, err := l.Txn(t.Context(), put)
-		if !errors.Is(err, fence.ErrClosed) || !httpapi.IsAmbiguous(err) {
+		if !errors.Is(err, fence.ErrClosed) || !client.IsAmbiguous(err) {
 			t.Fatalf("Txn: %v, want unavailable, ambiguous", err)
 		}
 		if na, nb := a.count(txn), b.count(txn); na != 1 || nb != 0 {
@@ -211,18 +211,18 @@ func TestLease_TxnFailover(t *testing.T) {
 	})
 }
 
-// TestNew_Addrs checks that New takes the address list of httpapi.NewClient.
+// TestNew_Addrs checks that New takes the address list of NewAPI.
 func TestNew_Addrs(t *testing.T) {
 	c, err := client.New("http://a:7700, http://b:7700/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(c.HTTP().Addrs(), " "); got != "http://a:7700 http://b:7700" {
+	if got := strings.Join(c.API().Addrs(), " "); got != "http://a:7700 http://b:7700" {
 		t.Fatalf("Addrs=%s, want http://a:7700 http://b:7700", got)
 	}
 	for _, bad := range []string{"", "http://a:7700,", "http://a:7700,http://a:7700", "http://a:7700,b:7700"} {
-		if _, err := client.New(bad); err == nil || !strings.HasPrefix(err.Error(), "client: httpapi: ") {
-			t.Fatalf("New(%q): %v, want an error from httpapi, wrapped", bad, err)
+		if _, err := client.New(bad); err == nil || !strings.HasPrefix(err.Error(), "client: ") || strings.Count(err.Error(), "client: ") != 1 {
+			t.Fatalf("New(%q): %v, want NewAPI's error, prefixed once", bad, err)
 		}
 	}
 }

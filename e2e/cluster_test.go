@@ -20,7 +20,6 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/client"
-	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/internal/testserver"
 	"github.com/fence-lock/fence/wire"
 )
@@ -147,9 +146,9 @@ func etcdStore(t *testing.T) (*testserver.Etcd, string) {
 
 // newAPI returns a client of addrs with failover, which gives up on a call
 // after retryFor.
-func newAPI(t testing.TB, addrs string, retryFor time.Duration) *httpapi.Client {
+func newAPI(t testing.TB, addrs string, retryFor time.Duration) *client.API {
 	t.Helper()
-	c, err := httpapi.NewClient(addrs)
+	c, err := client.NewAPI(addrs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +201,7 @@ func startLoad(t *testing.T, addrs string, workers int) *load {
 	return l
 }
 
-func (lw *loadWorker) cycle(ctx context.Context, api *httpapi.Client, w, i int, ops *atomic.Int64) {
+func (lw *loadWorker) cycle(ctx context.Context, api *client.API, w, i int, ops *atomic.Int64) {
 	holder := fmt.Sprintf("worker-%d", w)
 	ls, err := api.Acquire(ctx, lw.resource, holder, 5*time.Second, 5*time.Second)
 	if err != nil {
@@ -250,7 +249,7 @@ func (l *load) finish() {
 
 // check verifies that every acknowledged write is there (or was overwritten
 // by a later one) and that no grant went down.
-func (l *load) check(t *testing.T, api *httpapi.Client) {
+func (l *load) check(t *testing.T, api *client.API) {
 	t.Helper()
 	for _, lw := range l.workers {
 		if lw.regression != "" {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/client"
-	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/watch"
 )
 
@@ -35,7 +34,7 @@ func writeAuthFile(t *testing.T, dir string, perms map[string]string) string {
 }
 
 // nextEvent returns the watcher's next event, failing t after 10 s.
-func nextEvent(t *testing.T, w *httpapi.Watcher) watch.Event {
+func nextEvent(t *testing.T, w *client.Watcher) watch.Event {
 	t.Helper()
 	type res struct {
 		e   watch.Event
@@ -57,7 +56,7 @@ func nextEvent(t *testing.T, w *httpapi.Watcher) watch.Event {
 
 // wantEvents reads len(want) events and checks their type, resource,
 // holder, token and last fence (zero members of want are not checked).
-func wantEvents(t *testing.T, w *httpapi.Watcher, want ...watch.Event) {
+func wantEvents(t *testing.T, w *client.Watcher, want ...watch.Event) {
 	t.Helper()
 	for i, x := range want {
 		e := nextEvent(t, w)
@@ -79,7 +78,7 @@ func TestWatch(t *testing.T) {
 	for _, eng := range engines {
 		t.Run(eng.name, func(t *testing.T) {
 			url, _ := eng.newService(t)
-			api, err := httpapi.NewClient(url)
+			api, err := client.NewAPI(url)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,11 +169,11 @@ func TestWatch_Auth(t *testing.T) {
 		"orders": "read:orders/",
 	})
 	srv := startQuiet(t, t.TempDir(), "--auth-file", authFile)
-	admin, _ := httpapi.NewClient(srv.URL)
+	admin, _ := client.NewAPI(srv.URL)
 	admin.AuthToken = "admin-secret"
-	reader, _ := httpapi.NewClient(srv.URL)
+	reader, _ := client.NewAPI(srv.URL)
 	reader.AuthToken = "orders-secret"
-	anon, _ := httpapi.NewClient(srv.URL)
+	anon, _ := client.NewAPI(srv.URL)
 
 	if _, err := anon.Watch(t.Context(), "", "").Next(); !errors.Is(err, fence.ErrUnauthorized) {
 		t.Fatalf("watch without a token: %v, want unauthorized", err)
@@ -200,7 +199,7 @@ func TestWatch_Failover(t *testing.T) {
 	c := startCluster(t, store, 3)
 	leader := c.waitLeader(30 * time.Second)
 	standby := (leader + 1) % 3
-	api, err := httpapi.NewClient(c.url(standby) + "," + c.url((leader+2)%3))
+	api, err := client.NewAPI(c.url(standby) + "," + c.url((leader+2)%3))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/client"
 )
 
 // testAuth is a small token table: token → "perm:prefix" grants.
@@ -103,7 +104,7 @@ func TestServer_AuthProtectMetrics(t *testing.T) {
 
 func TestClient_AuthToken(t *testing.T) {
 	e := newAuthEnv(t, false)
-	c, err := NewClient(e.ts.URL)
+	c, err := client.NewAPI(e.ts.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,13 @@
-// Package httpapi serves the fence v1 HTTP API (shared/API.md) over a
-// fence.Locker and a fence.Store.
+// Package httpapi serves the fence v1 HTTP API (docs/API.md) over a
+// fence.Locker and a fence.Store; package client is its Go client, and
+// package wire the format both speak.
 //
 // Server is an http.Handler with its own router: it answers every error,
 // including unknown paths and wrong methods, as application/problem+json
-// (RFC 9457) with a stable "code" member. The package holds the only table
-// that maps the fence sentinel errors to problem codes and HTTP statuses, in
-// both directions: the server turns errors into problems, and ProblemError
-// turns a problem body back into the typed fence errors, so that
-// errors.Is(err, fence.ErrFenced) and errors.As work the same over HTTP as in
-// process.
+// (RFC 9457) with a stable "code" member, from the one table of codes in
+// package wire, whose ProblemError turns a problem body back into the typed
+// fence errors, so that errors.Is(err, fence.ErrFenced) and errors.As work
+// the same over HTTP as in process.
 //
 // The server parses and validates requests strictly (exact JSON member
 // names, no duplicates, no unknown members, integer tokens) before it calls

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/internal/fake"
 	"github.com/fence-lock/fence/wire"
 )
 
@@ -219,7 +220,7 @@ func FuzzServeHTTP(f *testing.F) {
 	}
 	f.Add("PUT", "/v1/kv/r/k", "abc")
 	f.Add("DELETE", "/v1/kv/r/k", "")
-	fk := newFake()
+	fk := fake.New()
 	srv := NewServer(fk, fk)
 	srv.Logger = slog.New(slog.DiscardHandler)
 	f.Fuzz(func(t *testing.T, method, p, tok string) {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/client"
+	"github.com/fence-lock/fence/internal/fake"
 	"github.com/fence-lock/fence/wire"
 )
 
@@ -83,7 +85,7 @@ func mustKey(t *testing.T) fence.SigningKey {
 }
 
 func TestServer_LeaseSequencer(t *testing.T) {
-	f := newFake()
+	f := fake.New()
 	k := mustKey(t)
 	srv := NewServer(signingLocker{f, k}, f)
 	srv.Keys = []fence.PublicKey{k.Public()}
@@ -114,7 +116,7 @@ func TestServer_LeaseSequencer(t *testing.T) {
 	}
 
 	// The client round trip.
-	c, err := NewClient(ts.URL)
+	c, err := client.NewAPI(ts.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +141,7 @@ func TestServer_LeaseSequencer(t *testing.T) {
 	}
 
 	// Writes carry Fence-Sequencer from the context; reads and other calls do not.
-	wctx := WithSequencer(ctx, l.Sequencer)
+	wctx := client.WithSequencer(ctx, l.Sequencer)
 	if _, err := c.Put(wctx, "orders", "k", []byte("v"), l.Token, fence.Cond{}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,10 @@ import (
 	"github.com/fence-lock/fence/wire"
 )
 
+// WriteProblem answers err as a problem of the API, with the status, code
+// and members of the error's entry in wire.Codes, as the Server does.
+func WriteProblem(w http.ResponseWriter, err error) { writeProblem(w, err, "") }
+
 // writeProblem answers err as a problem. It adds Retry-After to lock_held and
 // rate_limited, and Allow (from allow) to method_not_allowed.
 func writeProblem(w http.ResponseWriter, err error, allow string) wire.Body {

@@ -20,11 +20,11 @@ const limiterIdle = 5 * time.Minute
 // limiterIdle in sweeps made lazily, at most once per limiterIdle.
 type limiters struct {
 	mu        sync.Mutex
-	clients   map[string]*client
+	clients   map[string]*bucket
 	lastSweep time.Time
 }
 
-type client struct {
+type bucket struct {
 	lim  *rate.Limiter
 	used time.Time
 }
@@ -35,7 +35,7 @@ func (ls *limiters) allow(key string, limit rate.Limit, burst int, now time.Time
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.clients == nil {
-		ls.clients = make(map[string]*client)
+		ls.clients = make(map[string]*bucket)
 		ls.lastSweep = now
 	}
 	if now.Sub(ls.lastSweep) >= limiterIdle {
@@ -48,7 +48,7 @@ func (ls *limiters) allow(key string, limit rate.Limit, burst int, now time.Time
 	}
 	c := ls.clients[key]
 	if c == nil {
-		c = &client{lim: rate.NewLimiter(limit, max(burst, 1))}
+		c = &bucket{lim: rate.NewLimiter(limit, max(burst, 1))}
 		ls.clients[key] = c
 	}
 	c.used = now

@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/internal/fake"
 	"github.com/fence-lock/fence/wire"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestServer_RateLimit(t *testing.T) {
-	fk := newFake()
+	fk := fake.New()
 	srv := NewServer(fk, fk)
 	srv.Logger = slog.New(slog.DiscardHandler)
 	srv.RateLimit = 0.5 // one token every 2 s
@@ -102,7 +103,7 @@ func TestLimiters_Evict(t *testing.T) {
 }
 
 func TestServer_RateLimitOff(t *testing.T) {
-	fk := newFake()
+	fk := fake.New()
 	srv := NewServer(fk, fk)
 	srv.Logger = slog.New(slog.DiscardHandler)
 	for i := range 50 {

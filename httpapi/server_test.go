@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/internal/fake"
 	"github.com/fence-lock/fence/wire"
 )
 
@@ -69,7 +70,7 @@ func (b *syncBuffer) reset() {
 // env is a Server over a fake, behind an httptest.Server.
 type env struct {
 	t    *testing.T
-	f    *fake
+	f    *fake.Service
 	srv  *Server
 	ts   *httptest.Server
 	logs *syncBuffer
@@ -77,7 +78,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	f := newFake()
+	f := fake.New()
 	e := &env{t: t, f: f, srv: NewServer(f, f), logs: &syncBuffer{}}
 	e.srv.Logger = slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.ts = httptest.NewServer(e.srv)
@@ -370,7 +371,7 @@ func TestServer_Revoke(t *testing.T) {
 		}
 	})
 	t.Run("NotARevoker", func(t *testing.T) {
-		f := newFake()
+		f := fake.New()
 		ts := httptest.NewServer(NewServer(struct{ fence.Locker }{f}, f))
 		t.Cleanup(ts.Close)
 		resp, err := ts.Client().Post(ts.URL+"/v1/locks/r/revoke", "application/json", nil)
@@ -442,7 +443,7 @@ func TestServer_KV(t *testing.T) {
 		})
 	})
 	t.Run("ErrFenced", func(t *testing.T) {
-		e.f.expire("orders/17")
+		e.f.Expire("orders/17")
 		if got := e.acquire("orders%2F17", "worker-b"); got != 2 {
 			t.Fatalf("Token=%d, want 2", got)
 		}
@@ -470,11 +471,9 @@ func TestServer_Fences(t *testing.T) {
 		checkBody(t, e.do("GET", "/v1/fences/a%2Fb", "").ok(t), map[string]any{"resource": "a/b", "last_fence": 0})
 	})
 	e.acquire("a%2Fb", "w")
-	e.f.expire("a/b")
+	e.f.Expire("a/b")
 	e.acquire("a%2Fb", "w")
-	e.f.mu.Lock()
-	e.f.lastFence["a/b"] = 1 // as if the store had missed the second grant
-	e.f.mu.Unlock()
+	e.f.SetLastFence("a/b", 1) // as if the store had missed the second grant
 	t.Run("Claim", func(t *testing.T) {
 		checkBody(t, e.do("POST", "/v1/fences/a%2Fb", "", "Fencing-Token", "2").ok(t), map[string]any{"resource": "a/b", "last_fence": 2})
 		checkBody(t, e.do("GET", "/v1/fences/a%2Fb", "").ok(t), map[string]any{"resource": "a/b", "last_fence": 2})
@@ -509,7 +508,7 @@ func TestServer_Txn(t *testing.T) {
 		checkBody(t, e.do("POST", "/v1/txn", `{}`).ok(t), map[string]any{"revision": 2})
 	})
 	t.Run("ErrFenced", func(t *testing.T) {
-		e.f.expire("stock")
+		e.f.Expire("stock")
 		e.acquire("stock", "x")
 		p := e.do("POST", "/v1/txn", fmt.Sprintf(`{"fences":{"orders":%d,"stock":%d}}`, o, s)).problem(t, 409, "fenced")
 		if p["resource"] != "stock" || p["presented"] != num(uint64(s)) || p["last_fence"] != json.Number("2") {
@@ -566,7 +565,7 @@ func TestServer_Routing(t *testing.T) {
 	t.Run("MethodBeforeParams", func(t *testing.T) {
 		e.do("POST", "/v1/kv/r/a//b", "").problem(t, 405, "method_not_allowed")
 	})
-	if n := e.f.mutations(); n != 0 {
+	if n := e.f.Mutations(); n != 0 {
 		t.Fatalf("%d mutating calls, want 0", n)
 	}
 }
@@ -652,7 +651,7 @@ func TestServer_RejectedNeverMutates(t *testing.T) {
 			t.Fatalf("%s %s %q %v: Status=%d", r.method, r.path, r.body, r.headers, resp.status)
 		}
 	}
-	if n := e.f.mutations(); n != 0 {
+	if n := e.f.Mutations(); n != 0 {
 		t.Fatalf("%d mutating calls, want 0", n)
 	}
 }
@@ -747,7 +746,7 @@ func TestRetryAfter(t *testing.T) {
 // TestServer_LongPoll checks that an acquire that waits longer than the
 // server's WriteTimeout still gets its answer.
 func TestServer_LongPoll(t *testing.T) {
-	f := newFake()
+	f := fake.New()
 	srv := NewServer(f, f)
 	srv.Logger = slog.New(slog.DiscardHandler)
 	ts := httptest.NewUnstartedServer(srv)
@@ -855,7 +854,7 @@ func TestServer_Logs(t *testing.T) {
 
 	e.logs.reset()
 	e.do("PUT", "/v1/kv/orders/o-1", "v", "Fencing-Token", "9").problem(t, 409, "token_not_issued")
-	e.f.expire("orders")
+	e.f.Expire("orders")
 	e.acquire("orders", "worker-c")
 	e.do("DELETE", "/v1/kv/orders/o-1", "", "Fencing-Token", "1").problem(t, 409, "fenced")
 	e.do("POST", "/v1/locks/orders/acquire", `{"holder":"worker-d"}`).problem(t, 409, "lock_held")
@@ -919,7 +918,7 @@ func TestServer_Metrics(t *testing.T) {
 		before[s] = e.metricValue(s)
 	}
 	e.do("PUT", "/v1/kv/r/k", "v", "Fencing-Token", "1").ok(t)
-	e.f.expire("r")
+	e.f.Expire("r")
 	e.acquire("r", "w")
 	e.do("PUT", "/v1/kv/r/k", "v", "Fencing-Token", "1").problem(t, 409, "fenced")
 	e.do("PUT", "/v1/kv/r/k", "v", "Fencing-Token", "x").problem(t, 400, "invalid_token")
@@ -943,7 +942,7 @@ func TestServer_Metrics(t *testing.T) {
 func TestServer_Golden(t *testing.T) {
 	e := newEnv(t)
 	e.acquire("orders", "worker-a")
-	e.f.expire("orders")
+	e.f.Expire("orders")
 	e.acquire("orders", "worker-b")
 	big := strings.Repeat("x", fence.MaxValueSize+1)
 	tests := []struct {

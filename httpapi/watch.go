@@ -17,11 +17,6 @@ import (
 
 // Watch streams, as GET /v1/watch answers them.
 const (
-	// HeartbeatInterval is how often an idle watch stream gets a comment
-	// line, so that proxies and clients know it is alive.
-	HeartbeatInterval = 15 * time.Second
-	// watchRetry is the reconnection delay a watch stream suggests.
-	watchRetry = time.Second
 	// watchWriteTimeout bounds each write to a watcher: one that stops
 	// reading is cut off after it, even before it falls Buffer behind.
 	watchWriteTimeout = 30 * time.Second
@@ -102,12 +97,12 @@ func (s *Server) watch(c *call) error {
 		rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
 		return write() == nil && rc.Flush() == nil
 	}
-	if !send(func() error { return sse.WriteRetry(c.w, watchRetry) }) {
+	if !send(func() error { return sse.WriteRetry(c.w, wire.WatchRetry) }) {
 		return nil
 	}
 	ctx := c.r.Context()
 	for {
-		wait, cancel := context.WithTimeout(ctx, HeartbeatInterval)
+		wait, cancel := context.WithTimeout(ctx, wire.HeartbeatInterval)
 		e, err := sub.Next(wait)
 		cancel()
 		switch {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/client"
 	"github.com/fence-lock/fence/internal/testserver"
 	"github.com/fence-lock/fence/server"
 	"github.com/fence-lock/fence/wire"
@@ -134,7 +134,7 @@ func TestServer_Standby(t *testing.T) {
 	}
 
 	ctx := t.Context()
-	viaStandby, err := httpapi.NewClient(standbyURL)
+	viaStandby, err := client.NewAPI(standbyURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestServer_Resign(t *testing.T) {
 	waitFor(t, "leading", func() bool { return cluster(t, firstURL).Role == wire.RoleLeader })
 	_, nextURL := startServer(t, prefix)
 	waitFor(t, "standing by", func() bool { return status(nextURL+"/readyz") == 200 })
-	api, _ := httpapi.NewClient(firstURL)
+	api, _ := client.NewAPI(firstURL)
 	l, err := api.Acquire(t.Context(), "r", "A", time.Minute, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ func TestServer_Resign(t *testing.T) {
 	if took := time.Since(closed); took > 1500*time.Millisecond {
 		t.Errorf("takeover after a resignation took %s, want well under the election TTL", took)
 	}
-	next, _ := httpapi.NewClient(nextURL)
+	next, _ := client.NewAPI(nextURL)
 	if _, err := next.Renew(context.Background(), "r", l.Token, 0); err != nil {
 		t.Fatalf("the lease after the handover: %v", err)
 	}
@@ -208,7 +208,7 @@ func TestServer_LockDelayTakeover(t *testing.T) {
 	first, firstURL := startServer(t, prefix, 3*time.Second)
 	waitFor(t, "leading", func() bool { return cluster(t, firstURL).Role == wire.RoleLeader })
 	_, nextURL := startServer(t, prefix, 3*time.Second)
-	api, _ := httpapi.NewClient(firstURL)
+	api, _ := client.NewAPI(firstURL)
 	api.RetryFor = 0
 	if _, err := api.Acquire(t.Context(), "r", "A", 50*time.Millisecond, 0); err != nil {
 		t.Fatal(err)
@@ -219,7 +219,7 @@ func TestServer_LockDelayTakeover(t *testing.T) {
 	}
 	first.Close()
 	waitFor(t, "leading", func() bool { return cluster(t, nextURL).Role == wire.RoleLeader })
-	next, _ := httpapi.NewClient(nextURL)
+	next, _ := client.NewAPI(nextURL)
 	next.RetryFor = 0
 	_, err := next.Acquire(t.Context(), "r", "B", time.Second, 0)
 	var held *fence.LockHeldError

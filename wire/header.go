@@ -2,6 +2,7 @@ package wire
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/fence-lock/fence"
 )
@@ -23,6 +24,15 @@ const (
 	// LastEventIDHeader names, on GET /v1/watch, the last event a
 	// reconnecting watcher received.
 	LastEventIDHeader = "Last-Event-ID"
+)
+
+// Watch streams, as GET /v1/watch answers them.
+const (
+	// HeartbeatInterval is how often an idle watch stream gets a comment
+	// line, so that proxies and clients know it is alive.
+	HeartbeatInterval = 15 * time.Second
+	// WatchRetry is the reconnection delay a watch stream suggests.
+	WatchRetry = time.Second
 )
 
 // ETag returns the entity tag of a key at revision rev: the decimal

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/client"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/wire"
 )
@@ -41,7 +42,7 @@ type apiCommand struct {
 	cfg  clientConfig
 	fs   *flag.FlagSet
 	args []string
-	api  *httpapi.Client
+	api  *client.API
 	io   stdio
 }
 
@@ -78,7 +79,7 @@ func (c *apiCommand) parse(args []string, names ...string) error {
 		return err
 	}
 	c.args = positional
-	c.api, err = httpapi.NewClient(c.cfg.Addr)
+	c.api, err = client.NewAPI(c.cfg.Addr)
 	if err != nil {
 		return &usageError{err}
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fence-lock/fence/client"
 	"github.com/fence-lock/fence/fencetest"
-	"github.com/fence-lock/fence/httpapi"
 )
 
 // TestAddClientFlags_AddrList checks that --addr and FENCE_ADDR take a list
@@ -82,7 +82,7 @@ func TestClusterCmd(t *testing.T) {
 
 func TestLsCmd(t *testing.T) {
 	url := fencetest.NewServer(t, nil)
-	c, err := httpapi.NewClient(url)
+	c, err := client.NewAPI(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/client"
 )
 
 func TestKeygen(t *testing.T) {
@@ -119,7 +119,7 @@ func TestServe_SigningKey(t *testing.T) {
 	if addr == "" {
 		t.Fatal("serve logged no address")
 	}
-	c, err := httpapi.NewClient("http://" + addr)
+	c, err := client.NewAPI("http://" + addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		return &usageError{fmt.Errorf("lock: %w", err)}
 	}
 	if hc != nil {
-		c.HTTP().HTTPClient = hc
+		c.API().HTTPClient = hc
 	}
 	// Signals from now on are the command's: forward them rather than stop.
 	sigC := make(chan os.Signal, 8)

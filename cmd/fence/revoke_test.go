@@ -10,22 +10,22 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/client"
 	"github.com/fence-lock/fence/fencetest"
-	"github.com/fence-lock/fence/httpapi"
 )
 
-// TestRevoke_Client revokes through httpapi.Client against the real lock
+// TestRevoke_Client revokes through client.API against the real lock
 // service and bolt storage, and checks that the old holder is fenced at once.
 func TestRevoke_Client(t *testing.T) {
 	ctx := t.Context()
-	c, err := httpapi.NewClient(fencetest.NewServer(t, nil))
+	c, err := client.NewAPI(fencetest.NewServer(t, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var locker fence.Locker = c
 	rv, ok := locker.(fence.Revoker)
 	if !ok {
-		t.Fatal("httpapi.Client is not a fence.Revoker")
+		t.Fatal("client.API is not a fence.Revoker")
 	}
 	a, err := c.Acquire(ctx, "orders", "a", time.Minute, 0)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/auth"
-	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/client"
 )
 
 func TestServeValidateListen(t *testing.T) {
@@ -101,7 +101,7 @@ func TestServeAuth(t *testing.T) {
 		t.Errorf("first log line %s does not say auth is on", first)
 	}
 
-	c, err := httpapi.NewClient("http://" + addr)
+	c, err := client.NewAPI("http://" + addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/auth"
-	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/client"
 )
 
 // testPKI writes a CA, a server certificate for 127.0.0.1 and client
@@ -131,9 +131,9 @@ func startServe(t *testing.T, args ...string) string {
 }
 
 // tlsClient returns a client of addr built from the client flags in cfg.
-func tlsClient(t *testing.T, addr string, cfg clientConfig) *httpapi.Client {
+func tlsClient(t *testing.T, addr string, cfg clientConfig) *client.API {
 	t.Helper()
-	c, err := httpapi.NewClient(addr)
+	c, err := client.NewAPI(addr)
 	if err != nil {
 		t.Fatal(err)
 	}

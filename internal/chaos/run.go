@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/client"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/internal/chaos/history"
 	"github.com/fence-lock/fence/internal/chaos/proxy"
@@ -554,7 +555,7 @@ func (r *run) stopClients() {
 
 // finalReads reads every key directly from the storage, as client -1.
 func (r *run) finalReads() {
-	store, err := httpapi.NewClient(r.storeURL)
+	store, err := client.NewAPI(r.storeURL)
 	if err != nil {
 		return
 	}

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/client"
 	"github.com/fence-lock/fence/internal/chaos/history"
 	"github.com/fence-lock/fence/wire"
 )
@@ -66,7 +66,7 @@ type writePoint struct {
 type worker struct {
 	cfg          WorkerConfig
 	rng          *rand.Rand
-	locks, store *httpapi.Client
+	locks, store *client.API
 	holder       string
 	seq          int64
 	armed        atomic.Bool // SIGUSR1: stop at the next pause point
@@ -123,8 +123,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
 
 // newRawClient returns an API client that never retries: every attempt is
 // one operation of the history, with its own outcome.
-func newRawClient(addr string, timeout time.Duration) (*httpapi.Client, error) {
-	c, err := httpapi.NewClient(addr)
+func newRawClient(addr string, timeout time.Duration) (*client.API, error) {
+	c, err := client.NewAPI(addr)
 	if err != nil {
 		return nil, err
 	}

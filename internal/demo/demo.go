@@ -18,7 +18,6 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/client"
-	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/wire"
 )
 
@@ -97,7 +96,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("demo: pause %s: want at most %s", c.Pause, MaxPause)
 	}
 	if c.Addr != "" {
-		if _, err := httpapi.NewClient(c.Addr); err != nil {
+		if _, err := client.NewAPI(c.Addr); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
@@ -298,7 +297,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if d.client, err = client.New(res.Addr, client.WithAuthToken(cfg.AuthToken)); err != nil {
 		return res, fmt.Errorf("demo: %w", err)
 	}
-	d.client.HTTP().HTTPClient = hc
+	d.client.API().HTTPClient = hc
 
 	id := newID()
 	if res.Unsafe, err = d.run(ctx, runSpec{RunUnsafe, "last-writer-wins", lww.URL, id + "-" + RunUnsafe}); err != nil {
@@ -322,8 +321,8 @@ func newID() string {
 type driver struct {
 	cfg    Config
 	hc     *http.Client
-	locks  *httpapi.Client // raw lock calls: A's acquire, the watch of its lease
-	client *client.Client  // B's self-renewing lease
+	locks  *client.API    // raw lock calls: A's acquire, the watch of its lease
+	client *client.Client // B's self-renewing lease
 }
 
 // runSpec says where one run happens.
@@ -336,8 +335,8 @@ type runSpec struct {
 
 // newAPI returns a client of the fence API at addr, or of the storage API of
 // the last-writer-wins store, over d's HTTP client.
-func (d *driver) newAPI(addr string) (*httpapi.Client, error) {
-	c, err := httpapi.NewClient(addr)
+func (d *driver) newAPI(addr string) (*client.API, error) {
+	c, err := client.NewAPI(addr)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
@@ -476,7 +475,7 @@ func (d *driver) awaitExpiry(ctx context.Context, tl *timeline, resource string,
 
 // put writes holder's name under Key with token, and records the request.
 // A write the storage does not accept is an outcome, not an error.
-func (d *driver) put(ctx context.Context, tl *timeline, store *httpapi.Client, resource, holder string, token fence.Token) Write {
+func (d *driver) put(ctx context.Context, tl *timeline, store *client.API, resource, holder string, token fence.Token) Write {
 	w := Write{Holder: holder, Value: holder, Token: token}
 	sent := tl.now()
 	wr, err := store.Put(ctx, resource, Key, []byte(holder), token, fence.Cond{})

@@ -1,4 +1,7 @@
-package httpapi
+// Package fake is a small in-memory fence.Locker and fence.Store for tests
+// of the HTTP API's server and client: pure logic, no I/O, a clock that
+// stands still, and injectable failures.
+package fake
 
 import (
 	"context"
@@ -10,14 +13,14 @@ import (
 	"github.com/fence-lock/fence"
 )
 
-// fakeNow is the fake's clock: it never moves, so leases expire only when a
+// Now is the fake's clock: it never moves, so leases expire only when a
 // test says so.
-var fakeNow = time.Date(2025, 1, 2, 3, 4, 5, 600_000_000, time.FixedZone("X", 3600))
+var Now = time.Date(2025, 1, 2, 3, 4, 5, 600_000_000, time.FixedZone("X", 3600))
 
-// fake is a small in-memory fence.Locker and fence.Store for handler tests:
+// Service is a small in-memory fence.Locker and fence.Store for tests:
 // pure logic, no I/O, a clock that stands still. Err, when set, is returned
 // by every method; Panic makes every method panic.
-type fake struct {
+type Service struct {
 	mu        sync.Mutex
 	lastToken map[string]fence.Token
 	lastFence map[string]fence.Token
@@ -26,18 +29,19 @@ type fake struct {
 	rev       fence.Rev
 	calls     map[string]int // method name → calls
 
-	Err   error
-	Panic bool
+	Err   error // returned by every method; set it with SetErr while serving
+	Panic bool  // makes every method panic
 }
 
 var (
-	_ fence.Locker  = (*fake)(nil)
-	_ fence.Revoker = (*fake)(nil)
-	_ fence.Store   = (*fake)(nil)
+	_ fence.Locker  = (*Service)(nil)
+	_ fence.Revoker = (*Service)(nil)
+	_ fence.Store   = (*Service)(nil)
 )
 
-func newFake() *fake {
-	return &fake{
+// New returns an empty Service.
+func New() *Service {
+	return &Service{
 		lastToken: map[string]fence.Token{},
 		lastFence: map[string]fence.Token{},
 		leases:    map[string]fence.Lease{},
@@ -47,7 +51,7 @@ func newFake() *fake {
 }
 
 // enter counts a call and returns the injected error.
-func (f *fake) enter(method string) error {
+func (f *Service) enter(method string) error {
 	f.calls[method]++
 	if f.Panic {
 		panic("fake: " + method)
@@ -55,15 +59,37 @@ func (f *fake) enter(method string) error {
 	return f.Err
 }
 
+// SetErr makes every method fail with err (nil: none).
+func (f *Service) SetErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Err = err
+}
+
+// ResetCalls forgets the calls counted so far.
+func (f *Service) ResetCalls() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.calls)
+}
+
+// SetLastFence sets resource's last fence, as if the store had missed a
+// grant.
+func (f *Service) SetLastFence(resource string, t fence.Token) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastFence[resource] = t
+}
+
 // Calls returns how often method was called.
-func (f *fake) Calls(method string) int {
+func (f *Service) Calls(method string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls[method]
 }
 
-// mutations returns the calls of mutating methods.
-func (f *fake) mutations() int {
+// Mutations returns the calls of mutating methods.
+func (f *Service) Mutations() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
@@ -73,14 +99,14 @@ func (f *fake) mutations() int {
 	return n
 }
 
-// expire ends resource's lease, as if its TTL had passed.
-func (f *fake) expire(resource string) {
+// Expire ends resource's lease, as if its TTL had passed.
+func (f *Service) Expire(resource string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.leases, resource)
 }
 
-func (f *fake) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
+func (f *Service) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Acquire"); err != nil {
@@ -101,21 +127,21 @@ func (f *fake) Acquire(ctx context.Context, resource, holder string, ttl, wait t
 					return fence.Lease{}, ctx.Err()
 				}
 			}
-			return fence.Lease{}, &fence.LockHeldError{Resource: resource, RetryAfter: l.Expires.Sub(fakeNow)}
+			return fence.Lease{}, &fence.LockHeldError{Resource: resource, RetryAfter: l.Expires.Sub(Now)}
 		}
-		l.TTL, l.Expires = ttl, fakeNow.Add(ttl)
+		l.TTL, l.Expires = ttl, Now.Add(ttl)
 		f.leases[resource] = l
 		return l, nil
 	}
 	f.lastToken[resource]++
 	t := f.lastToken[resource]
 	f.lastFence[resource] = t
-	l := fence.Lease{Resource: resource, Holder: holder, Token: t, TTL: ttl, Expires: fakeNow.Add(ttl)}
+	l := fence.Lease{Resource: resource, Holder: holder, Token: t, TTL: ttl, Expires: Now.Add(ttl)}
 	f.leases[resource] = l
 	return l, nil
 }
 
-func (f *fake) lease(resource string, t fence.Token) (fence.Lease, error) {
+func (f *Service) lease(resource string, t fence.Token) (fence.Lease, error) {
 	l, ok := f.leases[resource]
 	if !ok || l.Token != t {
 		return l, &fence.LeaseLostError{Resource: resource, Presented: t, Current: l.Token}
@@ -123,7 +149,7 @@ func (f *fake) lease(resource string, t fence.Token) (fence.Lease, error) {
 	return l, nil
 }
 
-func (f *fake) Renew(ctx context.Context, resource string, t fence.Token, ttl time.Duration) (fence.Lease, error) {
+func (f *Service) Renew(ctx context.Context, resource string, t fence.Token, ttl time.Duration) (fence.Lease, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Renew"); err != nil {
@@ -136,12 +162,12 @@ func (f *fake) Renew(ctx context.Context, resource string, t fence.Token, ttl ti
 	if ttl != 0 {
 		l.TTL = ttl
 	}
-	l.Expires = fakeNow.Add(l.TTL)
+	l.Expires = Now.Add(l.TTL)
 	f.leases[resource] = l
 	return l, nil
 }
 
-func (f *fake) Release(ctx context.Context, resource string, t fence.Token) error {
+func (f *Service) Release(ctx context.Context, resource string, t fence.Token) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Release"); err != nil {
@@ -154,7 +180,7 @@ func (f *fake) Release(ctx context.Context, resource string, t fence.Token) erro
 	return nil
 }
 
-func (f *fake) Revoke(ctx context.Context, resource string) (fence.RevokeResult, error) {
+func (f *Service) Revoke(ctx context.Context, resource string) (fence.RevokeResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Revoke"); err != nil {
@@ -168,7 +194,7 @@ func (f *fake) Revoke(ctx context.Context, resource string) (fence.RevokeResult,
 	return res, nil
 }
 
-func (f *fake) Status(ctx context.Context, resource string) (fence.LockStatus, error) {
+func (f *Service) Status(ctx context.Context, resource string) (fence.LockStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Status"); err != nil {
@@ -182,7 +208,7 @@ func (f *fake) Status(ctx context.Context, resource string) (fence.LockStatus, e
 }
 
 // check applies the fencing rule: lastFence <= t <= lastToken.
-func (f *fake) check(resource string, t fence.Token) error {
+func (f *Service) check(resource string, t fence.Token) error {
 	if last := f.lastToken[resource]; t > last {
 		return &fence.TokenNotIssuedError{Resource: resource, Presented: t, LastToken: last}
 	}
@@ -192,7 +218,7 @@ func (f *fake) check(resource string, t fence.Token) error {
 	return nil
 }
 
-func (f *fake) result(resource string, t fence.Token) fence.WriteResult {
+func (f *Service) result(resource string, t fence.Token) fence.WriteResult {
 	r := fence.WriteResult{Rev: f.rev, LastFence: f.lastFence[resource]}
 	if l, ok := f.leases[resource]; ok && l.Token == t {
 		r.Holder = l.Holder
@@ -200,7 +226,7 @@ func (f *fake) result(resource string, t fence.Token) fence.WriteResult {
 	return r
 }
 
-func (f *fake) holds(resource, key string, c fence.Cond) bool {
+func (f *Service) holds(resource, key string, c fence.Cond) bool {
 	it, ok := f.items[[2]string{resource, key}]
 	switch {
 	case c.IfMatch != 0:
@@ -213,7 +239,7 @@ func (f *fake) holds(resource, key string, c fence.Cond) bool {
 	return true
 }
 
-func (f *fake) Put(ctx context.Context, resource, key string, value []byte, t fence.Token, c fence.Cond) (fence.WriteResult, error) {
+func (f *Service) Put(ctx context.Context, resource, key string, value []byte, t fence.Token, c fence.Cond) (fence.WriteResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Put"); err != nil {
@@ -231,7 +257,7 @@ func (f *fake) Put(ctx context.Context, resource, key string, value []byte, t fe
 	return f.result(resource, t), nil
 }
 
-func (f *fake) Delete(ctx context.Context, resource, key string, t fence.Token, c fence.Cond) (fence.WriteResult, error) {
+func (f *Service) Delete(ctx context.Context, resource, key string, t fence.Token, c fence.Cond) (fence.WriteResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Delete"); err != nil {
@@ -252,7 +278,7 @@ func (f *fake) Delete(ctx context.Context, resource, key string, t fence.Token, 
 	return f.result(resource, t), nil
 }
 
-func (f *fake) Get(ctx context.Context, resource, key string) (fence.Item, error) {
+func (f *Service) Get(ctx context.Context, resource, key string) (fence.Item, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Get"); err != nil {
@@ -265,7 +291,7 @@ func (f *fake) Get(ctx context.Context, resource, key string) (fence.Item, error
 	return it, nil
 }
 
-func (f *fake) Fence(ctx context.Context, resource string) (fence.Token, error) {
+func (f *Service) Fence(ctx context.Context, resource string) (fence.Token, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Fence"); err != nil {
@@ -274,7 +300,7 @@ func (f *fake) Fence(ctx context.Context, resource string) (fence.Token, error) 
 	return f.lastFence[resource], nil
 }
 
-func (f *fake) Claim(ctx context.Context, resource string, t fence.Token) (fence.WriteResult, error) {
+func (f *Service) Claim(ctx context.Context, resource string, t fence.Token) (fence.WriteResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Claim"); err != nil {
@@ -287,7 +313,7 @@ func (f *fake) Claim(ctx context.Context, resource string, t fence.Token) (fence
 	return f.result(resource, t), nil
 }
 
-func (f *fake) Txn(ctx context.Context, t *fence.Txn) (fence.Rev, error) {
+func (f *Service) Txn(ctx context.Context, t *fence.Txn) (fence.Rev, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Txn"); err != nil {

@@ -1,4 +1,4 @@
-package httpapi
+package client
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,11 +19,41 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/internal/fake"
 	"github.com/fence-lock/fence/wire"
 )
 
 // refusedAddr returns the base URL of a loopback port that nothing listens
 // on: connecting to it is refused.
+// env is a fence server over a fake lock service and store, whose
+// failures the test injects.
+type env struct {
+	f   *fake.Service
+	srv *httpapi.Server
+	ts  *httptest.Server
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	f := fake.New()
+	e := &env{f: f, srv: httpapi.NewServer(f, f)}
+	e.srv.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	e.ts = httptest.NewServer(e.srv)
+	t.Cleanup(e.ts.Close)
+	return e
+}
+
+// acquire takes a lease on resource for holder, straight from the fake.
+func (e *env) acquire(t *testing.T, resource, holder string) fence.Token {
+	t.Helper()
+	l, err := e.f.Acquire(t.Context(), resource, holder, time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Token
+}
+
 func refusedAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -60,7 +91,7 @@ func (s *stub) requests() int { return int(s.n.Load()) }
 func answer(err error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		writeProblem(w, err, "")
+		httpapi.WriteProblem(w, err)
 	}
 }
 
@@ -75,15 +106,13 @@ func drop(w http.ResponseWriter, r *http.Request) {
 
 // setErr makes every method of e's fake fail with err (nil: none).
 func (e *env) setErr(err error) {
-	e.f.mu.Lock()
-	defer e.f.mu.Unlock()
-	e.f.Err = err
+	e.f.SetErr(err)
 }
 
 // newTestClient returns a client of addrs that retries without waiting long.
-func newTestClient(t *testing.T, addrs ...string) *Client {
+func newTestClient(t *testing.T, addrs ...string) *API {
 	t.Helper()
-	c, err := NewClient(strings.Join(addrs, ","))
+	c, err := NewAPI(strings.Join(addrs, ","))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,19 +133,19 @@ func TestNewClient_Addrs(t *testing.T) {
 			{" http://a:7700 , https://b:7700/x,http://c ", []string{"http://a:7700", "https://b:7700/x", "http://c"}},
 			{"http://a:7700,http://a:7701,http://a:7700/other", []string{"http://a:7700", "http://a:7701", "http://a:7700/other"}},
 		} {
-			c, err := NewClient(tt.in)
+			c, err := NewAPI(tt.in)
 			if err != nil {
-				t.Fatalf("NewClient(%q): %v", tt.in, err)
+				t.Fatalf("NewAPI(%q): %v", tt.in, err)
 			}
 			if got := c.Addrs(); !slices.Equal(got, tt.want) {
-				t.Fatalf("NewClient(%q).Addrs()=%q, want %q", tt.in, got, tt.want)
+				t.Fatalf("NewAPI(%q).Addrs()=%q, want %q", tt.in, got, tt.want)
 			}
 			if got, want := c.Addr(), strings.Join(tt.want, ","); got != want {
-				t.Fatalf("NewClient(%q).Addr()=%q, want %q", tt.in, got, want)
+				t.Fatalf("NewAPI(%q).Addr()=%q, want %q", tt.in, got, want)
 			}
-			again, err := NewClient(c.Addr())
+			again, err := NewAPI(c.Addr())
 			if err != nil || !slices.Equal(again.Addrs(), tt.want) {
-				t.Fatalf("NewClient(Addr()=%q)=%v, %v; want the same addresses", c.Addr(), again.Addrs(), err)
+				t.Fatalf("NewAPI(Addr()=%q)=%v, %v; want the same addresses", c.Addr(), again.Addrs(), err)
 			}
 			c.Addrs()[0] = "changed"
 			if c.Addrs()[0] != tt.want[0] {
@@ -147,15 +176,15 @@ func TestNewClient_Addrs(t *testing.T) {
 			"http://a:7700;http://b:7700",
 			"http://[::1",
 		} {
-			if c, err := NewClient(in); err == nil {
-				t.Errorf("NewClient(%q)=%v, want an error", in, c.Addrs())
-			} else if !strings.HasPrefix(err.Error(), "httpapi: ") {
-				t.Errorf("NewClient(%q): error %q does not name the package", in, err)
+			if c, err := NewAPI(in); err == nil {
+				t.Errorf("NewAPI(%q)=%v, want an error", in, c.Addrs())
+			} else if !strings.HasPrefix(err.Error(), "client: ") {
+				t.Errorf("NewAPI(%q): error %q does not name the package", in, err)
 			}
 		}
 	})
 	t.Run("Defaults", func(t *testing.T) {
-		c, err := NewClient("http://a:7700")
+		c, err := NewAPI("http://a:7700")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +199,7 @@ func TestNewClient_Addrs(t *testing.T) {
 func TestProblem_NotLeader(t *testing.T) {
 	for _, err := range []error{fence.ErrNotLeader, fmt.Errorf("raft: forwarding to the leader: %w", fence.ErrNotLeader)} {
 		rec := httptest.NewRecorder()
-		writeProblem(rec, err, "")
+		httpapi.WriteProblem(rec, err)
 		got := wire.ProblemError(rec.Code, rec.Body.Bytes())
 		var p *wire.Problem
 		if rec.Code != http.StatusServiceUnavailable || !errors.As(got, &p) || p.Code != "not_leader" || p.Type != wire.ProblemTypeBase+"not_leader" {
@@ -185,7 +214,7 @@ func TestProblem_NotLeader(t *testing.T) {
 		}
 	}
 	rec := httptest.NewRecorder()
-	writeProblem(rec, fence.ErrClosed, "")
+	httpapi.WriteProblem(rec, fence.ErrClosed)
 	if got := wire.ProblemError(rec.Code, rec.Body.Bytes()); !IsAmbiguous(got) || errors.Is(got, fence.ErrNotLeader) {
 		t.Fatalf("unavailable: IsAmbiguous=%v errors.Is(ErrNotLeader)=%v, want true, false", IsAmbiguous(got), errors.Is(got, fence.ErrNotLeader))
 	}
@@ -411,11 +440,11 @@ func TestClient_RetryFor(t *testing.T) {
 func newHolderEnv(t *testing.T) (*env, fence.Token) {
 	t.Helper()
 	e := newEnv(t)
-	tok := e.acquire("orders", "a")
-	e.do("PUT", "/v1/kv/orders/k", "v0", "Fencing-Token", tok.String()).ok(t)
-	e.f.mu.Lock()
-	defer e.f.mu.Unlock()
-	clear(e.f.calls)
+	tok := e.acquire(t, "orders", "a")
+	if _, err := e.f.Put(t.Context(), "orders", "k", []byte("v0"), tok, fence.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	e.f.ResetCalls()
 	return e, tok
 }
 
@@ -424,22 +453,22 @@ func newHolderEnv(t *testing.T) (*env, fence.Token) {
 func TestClient_NotRetryable(t *testing.T) {
 	calls := []struct {
 		method string
-		call   func(ctx context.Context, c *Client, tok fence.Token) error
+		call   func(ctx context.Context, c *API, tok fence.Token) error
 	}{
-		{"Txn", func(ctx context.Context, c *Client, tok fence.Token) error {
+		{"Txn", func(ctx context.Context, c *API, tok fence.Token) error {
 			_, err := c.Txn(ctx, &fence.Txn{Fences: map[string]fence.Token{"orders": tok},
 				Then: []fence.Op{{Kind: fence.OpPut, Resource: "orders", Key: "k", Value: []byte("v")}}})
 			return err
 		}},
-		{"Put", func(ctx context.Context, c *Client, tok fence.Token) error {
+		{"Put", func(ctx context.Context, c *API, tok fence.Token) error {
 			_, err := c.Put(ctx, "orders", "k", []byte("v"), tok, fence.Cond{IfExists: true})
 			return err
 		}},
-		{"Delete", func(ctx context.Context, c *Client, tok fence.Token) error {
+		{"Delete", func(ctx context.Context, c *API, tok fence.Token) error {
 			_, err := c.Delete(ctx, "orders", "k", tok, fence.Cond{})
 			return err
 		}},
-		{"Revoke", func(ctx context.Context, c *Client, tok fence.Token) error {
+		{"Revoke", func(ctx context.Context, c *API, tok fence.Token) error {
 			_, err := c.Revoke(ctx, "other")
 			return err
 		}},
@@ -517,7 +546,7 @@ func TestClient_NotRetryable(t *testing.T) {
 // resent to the next address after an ambiguous transport error.
 func TestClient_RetryableResent(t *testing.T) {
 	b := newEnv(t)
-	tok := b.acquire("orders", "a")
+	tok := b.acquire(t, "orders", "a")
 	a := newStub(t, drop)
 	c := newTestClient(t, a.URL, b.ts.URL)
 	if _, err := c.Put(t.Context(), "orders", "k", []byte("v"), tok, fence.Cond{}); err != nil {

@@ -1,4 +1,4 @@
-package httpapi
+package client
 
 import (
 	"bytes"
@@ -24,14 +24,16 @@ import (
 	"github.com/fence-lock/fence/wire"
 )
 
-// Client is a fence.Locker and fence.Store over the v1 HTTP API. It is safe
+// API is a fence.Locker and fence.Store over the v1 HTTP API: one call per
+// request, with explicit tokens (Client builds self-renewing leases on it).
+// It is safe
 // for concurrent use. Errors from the server come back as the same typed fence
 // errors the server's own Locker and Store return (wrapped in a *wire.Problem), so
 // errors.Is(err, fence.ErrFenced) and errors.As(err, &fencedErr) work alike in
 // process and over HTTP.
 //
-// A Client talks to one server or to the servers of a cluster
-// (NewClient("http://a:7700,http://b:7700")). It sends every call to its
+// An API talks to one server or to the servers of a cluster
+// (NewAPI("http://a:7700,http://b:7700")). It sends every call to its
 // current address and stays there while that server answers; after a
 // transport error or a 503 it moves on to the next address, round robin, for
 // the retry and for the calls that follow.
@@ -47,19 +49,19 @@ import (
 // transport error or 503 their outcome is unknown (see IsAmbiguous) and the
 // error is returned. A TLS handshake that fails (a certificate not trusted,
 // a client certificate refused) is returned at once: retrying would not help.
-type Client struct {
+type API struct {
 	// HTTPClient sends the requests. Default: http.DefaultClient. Deadlines
 	// come from each call's context.
 	HTTPClient *http.Client
 	// Retries caps how many times one call is resent after its first
-	// attempt. Default (from NewClient) -1; a negative value sets no cap,
+	// attempt. Default (from NewAPI) -1; a negative value sets no cap,
 	// so that RetryFor alone bounds the retries. 0 disables retries: every
 	// call is sent once (a failure still moves the client on to the next
 	// address for the calls that follow).
 	Retries int
 	// RetryFor is how long after a call began a retry may still start; the
 	// call's context can end it sooner, and an attempt under way is not cut
-	// short. Default (from NewClient) DefaultRetryFor; 0 or less disables
+	// short. Default (from NewAPI) DefaultRetryFor; 0 or less disables
 	// retries.
 	RetryFor time.Duration
 	// Backoff is the wait before a retry, doubled for each next one (with
@@ -71,16 +73,16 @@ type Client struct {
 	// with every request.
 	AuthToken string
 
-	srv *servers // nil unless made by NewClient
+	srv *servers // nil unless made by NewAPI
 }
 
 var (
-	_ fence.Locker  = (*Client)(nil)
-	_ fence.Revoker = (*Client)(nil)
-	_ fence.Store   = (*Client)(nil)
+	_ fence.Locker  = (*API)(nil)
+	_ fence.Revoker = (*API)(nil)
+	_ fence.Store   = (*API)(nil)
 )
 
-// DefaultRetryFor is the default of Client.RetryFor: longer than a leader
+// DefaultRetryFor is the default of API.RetryFor: longer than a leader
 // failover (2-3 s) takes, with room to spare.
 const DefaultRetryFor = 15 * time.Second
 
@@ -94,22 +96,22 @@ const (
 	recentFailure = 2 * maxBackoff
 )
 
-// NewClient returns a client of the fence server at addrs: one base URL such
+// NewAPI returns a client of the fence server at addrs: one base URL such
 // as "http://127.0.0.1:7700", or the base URLs of the servers of one cluster
 // separated by commas ("http://a:7700,http://b:7700"), tried in that order.
 // Each must be http or https with a host and without a query or fragment;
 // spaces around an entry are ignored; an empty entry or an address listed
 // twice is an error.
-func NewClient(addrs string) (*Client, error) {
+func NewAPI(addrs string) (*API, error) {
 	var list []string
 	seen := map[string]bool{}
 	for i, addr := range strings.Split(addrs, ",") {
 		addr = strings.TrimSpace(addr)
 		if addr == "" {
 			if !strings.Contains(addrs, ",") {
-				return nil, errors.New("httpapi: no server address: want http://host:port or https://host:port")
+				return nil, errors.New("client: no server address: want http://host:port or https://host:port")
 			}
-			return nil, fmt.Errorf("httpapi: server addresses %q: entry %d is empty", addrs, i+1)
+			return nil, fmt.Errorf("client: server addresses %q: entry %d is empty", addrs, i+1)
 		}
 		base, err := parseAddr(addr)
 		if err != nil {
@@ -120,12 +122,12 @@ func NewClient(addrs string) (*Client, error) {
 		u, _ := url.Parse(base)
 		key := u.Scheme + "://" + strings.ToLower(u.Host) + u.EscapedPath()
 		if seen[key] {
-			return nil, fmt.Errorf("httpapi: server addresses %q: %q is listed twice", addrs, addr)
+			return nil, fmt.Errorf("client: server addresses %q: %q is listed twice", addrs, addr)
 		}
 		seen[key] = true
 		list = append(list, base)
 	}
-	return &Client{
+	return &API{
 		HTTPClient: http.DefaultClient,
 		Retries:    -1,
 		RetryFor:   DefaultRetryFor,
@@ -139,29 +141,29 @@ func NewClient(addrs string) (*Client, error) {
 func parseAddr(addr string) (string, error) {
 	u, err := url.Parse(addr)
 	if err != nil {
-		return "", fmt.Errorf("httpapi: server address %q: %w", addr, err)
+		return "", fmt.Errorf("client: server address %q: %w", addr, err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return "", fmt.Errorf("httpapi: server address %q: want http://host:port or https://host:port", addr)
+		return "", fmt.Errorf("client: server address %q: want http://host:port or https://host:port", addr)
 	}
 	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
-		return "", fmt.Errorf("httpapi: server address %q: no query or fragment allowed", addr)
+		return "", fmt.Errorf("client: server address %q: no query or fragment allowed", addr)
 	}
 	return strings.TrimSuffix(u.String(), "/"), nil
 }
 
-// Addr returns the servers' base URLs as NewClient took them (without
+// Addr returns the servers' base URLs as NewAPI took them (without
 // trailing slashes), separated by commas: with one server, its base URL.
-// NewClient(c.Addr()) makes a client of the same servers.
-func (c *Client) Addr() string {
+// NewAPI(c.Addr()) makes a client of the same servers.
+func (c *API) Addr() string {
 	if c.srv == nil {
 		return ""
 	}
 	return strings.Join(c.srv.addrs, ",")
 }
 
-// Addrs returns the servers' base URLs in the order NewClient took them.
-func (c *Client) Addrs() []string {
+// Addrs returns the servers' base URLs in the order NewAPI took them.
+func (c *API) Addrs() []string {
 	if c.srv == nil {
 		return nil
 	}
@@ -170,15 +172,15 @@ func (c *Client) Addrs() []string {
 
 // Current returns the base URL of the server the client talks to now: the
 // one that answered last, or the next after one that failed.
-func (c *Client) Current() string {
+func (c *API) Current() string {
 	if c.srv == nil {
 		return ""
 	}
 	return c.srv.addrs[c.srv.current()]
 }
 
-// servers is a Client's list of server addresses and which one is current.
-// A copy of a Client shares it.
+// servers is an API's list of server addresses and which one is current.
+// A copy of an API shares it.
 type servers struct {
 	addrs  []string       // base URLs: scheme://host[:port][/prefix], without a trailing slash
 	epoch  time.Time      // the origin of failed, on the monotonic clock
@@ -247,11 +249,11 @@ func (o outcome) retry(retryable bool) bool {
 	return o == unsent || o == notLeader || o == unknown && retryable
 }
 
-// do sends req, retrying and moving between servers as the Client's doc
+// do sends req, retrying and moving between servers as the API's doc
 // says, and returns a 2xx answer or the error the last attempt ended with.
-func (c *Client) do(ctx context.Context, req request) (apiResponse, error) {
+func (c *API) do(ctx context.Context, req request) (apiResponse, error) {
 	if c.srv == nil {
-		return apiResponse{}, fmt.Errorf("httpapi: %s %s: the Client was not made by NewClient", req.method, req.path)
+		return apiResponse{}, fmt.Errorf("client: %s %s: the API was not made by NewAPI", req.method, req.path)
 	}
 	start := time.Now()
 	backoff := min(c.Backoff, maxBackoff)
@@ -322,10 +324,10 @@ func maybeApplied(err, unsure error) error {
 }
 
 // once sends req once to the server at base and says what came of it.
-func (c *Client) once(ctx context.Context, base string, req request) (resp apiResponse, err error, out outcome) {
+func (c *API) once(ctx context.Context, base string, req request) (resp apiResponse, err error, out outcome) {
 	hreq, err := http.NewRequestWithContext(ctx, req.method, base+req.path, bytes.NewReader(req.body))
 	if err != nil {
-		return apiResponse{}, fmt.Errorf("httpapi: %s %s: %w", req.method, req.path, err), final
+		return apiResponse{}, fmt.Errorf("client: %s %s: %w", req.method, req.path, err), final
 	}
 	for k, v := range req.header {
 		hreq.Header[k] = v
@@ -342,7 +344,7 @@ func (c *Client) once(ctx context.Context, base string, req request) (resp apiRe
 	}
 	hresp, err := hc.Do(hreq)
 	if err != nil {
-		err = fmt.Errorf("httpapi: %s %s: %w", req.method, req.path, err)
+		err = fmt.Errorf("client: %s %s: %w", req.method, req.path, err)
 		switch {
 		case ctx.Err() != nil, isTLSRefusal(err):
 			return apiResponse{}, err, final
@@ -357,7 +359,7 @@ func (c *Client) once(ctx context.Context, base string, req request) (resp apiRe
 	defer hresp.Body.Close()
 	body, err := io.ReadAll(hresp.Body)
 	if err != nil {
-		err = fmt.Errorf("httpapi: %s %s: reading the answer: %w", req.method, req.path, err)
+		err = fmt.Errorf("client: %s %s: reading the answer: %w", req.method, req.path, err)
 		if ctx.Err() != nil {
 			return apiResponse{}, err, final
 		}
@@ -394,7 +396,7 @@ func isTLSRefusal(err error) bool {
 	return errors.As(err, &cv) || errors.As(err, &op) && op.Op == "remote error"
 }
 
-func (c *Client) doJSON(ctx context.Context, req request, out any) error {
+func (c *API) doJSON(ctx context.Context, req request, out any) error {
 	resp, err := c.do(ctx, req)
 	if err != nil {
 		return err
@@ -403,7 +405,7 @@ func (c *Client) doJSON(ctx context.Context, req request, out any) error {
 		return nil
 	}
 	if err := json.Unmarshal(resp.body, out); err != nil {
-		return fmt.Errorf("httpapi: %s %s: decoding the answer: %w", req.method, req.path, err)
+		return fmt.Errorf("client: %s %s: decoding the answer: %w", req.method, req.path, err)
 	}
 	return nil
 }
@@ -433,7 +435,7 @@ func kvPath(resource, key string) string {
 // Keys returns the public keys that verify the server's sequencers, from
 // GET /v1/keys: none if the server signs nothing. Use them to build a
 // fence.KeySet.
-func (c *Client) Keys(ctx context.Context) ([]fence.PublicKey, error) {
+func (c *API) Keys(ctx context.Context) ([]fence.PublicKey, error) {
 	var kr wire.KeysResponse
 	if err := c.doJSON(ctx, request{method: "GET", path: "/v1/keys", retryable: true}, &kr); err != nil {
 		return nil, err
@@ -446,7 +448,7 @@ func (c *Client) Keys(ctx context.Context) ([]fence.PublicKey, error) {
 // default, 100), from GET /v1/locks, and the after of the next page ("" if
 // this is the last). Each lock has Waiters set, and no LastToken. With auth,
 // only the locks the client may read are listed.
-func (c *Client) List(ctx context.Context, prefix, after string, limit int) ([]fence.LockStatus, string, error) {
+func (c *API) List(ctx context.Context, prefix, after string, limit int) ([]fence.LockStatus, string, error) {
 	q := url.Values{}
 	if prefix != "" {
 		q.Set("prefix", prefix)
@@ -469,7 +471,7 @@ func (c *Client) List(ctx context.Context, prefix, after string, limit int) ([]f
 	for _, l := range lr.Locks {
 		exp, err := time.Parse(time.RFC3339Nano, l.ExpiresAt)
 		if err != nil {
-			return nil, "", fmt.Errorf("httpapi: lock expires_at %q: %w", l.ExpiresAt, err)
+			return nil, "", fmt.Errorf("client: lock expires_at %q: %w", l.ExpiresAt, err)
 		}
 		locks = append(locks, fence.LockStatus{Resource: l.Resource, Held: true, Holder: l.Holder, Token: l.Token, Expires: exp, Waiters: l.Waiters})
 	}
@@ -479,13 +481,13 @@ func (c *Client) List(ctx context.Context, prefix, after string, limit int) ([]f
 // Cluster returns what the server the client talks to now knows of its
 // cluster, from GET /v1/cluster: its role, the leader, the epoch and the
 // servers.
-func (c *Client) Cluster(ctx context.Context) (wire.ClusterStatus, error) {
+func (c *API) Cluster(ctx context.Context) (wire.ClusterStatus, error) {
 	var st wire.ClusterStatus
 	err := c.doJSON(ctx, request{method: "GET", path: "/v1/cluster", retryable: true}, &st)
 	return st, err
 }
 
-// WithSequencer returns a copy of ctx that makes the Client's storage writes
+// WithSequencer returns a copy of ctx that makes the API's storage writes
 // (Put, Delete, Claim, Txn) send sequencer in the Fence-Sequencer header; ""
 // sends none. The fence server does not check the header yet: guards and
 // middleware that hold the server's public keys (GET /v1/keys) verify it.
@@ -512,7 +514,7 @@ func withSequencer(ctx context.Context, h http.Header) http.Header {
 }
 
 // Acquire implements fence.Locker. ttl is rounded to whole milliseconds.
-func (c *Client) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
+func (c *API) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
 	body := jsonBody(struct {
 		Holder string `json:"holder"`
 		TTLMS  int64  `json:"ttl_ms"`
@@ -526,7 +528,7 @@ func (c *Client) Acquire(ctx context.Context, resource, holder string, ttl, wait
 }
 
 // Renew implements fence.Locker.
-func (c *Client) Renew(ctx context.Context, resource string, token fence.Token, ttl time.Duration) (fence.Lease, error) {
+func (c *API) Renew(ctx context.Context, resource string, token fence.Token, ttl time.Duration) (fence.Lease, error) {
 	var body []byte
 	if ttl == 0 {
 		body = jsonBody(struct {
@@ -546,7 +548,7 @@ func (c *Client) Renew(ctx context.Context, resource string, token fence.Token, 
 }
 
 // Release implements fence.Locker.
-func (c *Client) Release(ctx context.Context, resource string, token fence.Token) error {
+func (c *API) Release(ctx context.Context, resource string, token fence.Token) error {
 	body := jsonBody(struct {
 		Token fence.Token `json:"token"`
 	}{token})
@@ -554,7 +556,7 @@ func (c *Client) Release(ctx context.Context, resource string, token fence.Token
 }
 
 // Status implements fence.Locker.
-func (c *Client) Status(ctx context.Context, resource string) (fence.LockStatus, error) {
+func (c *API) Status(ctx context.Context, resource string) (fence.LockStatus, error) {
 	var lr wire.LockStatus
 	if err := c.doJSON(ctx, request{method: "GET", path: lockPath(resource, ""), retryable: true}, &lr); err != nil {
 		return fence.LockStatus{}, err
@@ -563,7 +565,7 @@ func (c *Client) Status(ctx context.Context, resource string) (fence.LockStatus,
 	if lr.Held {
 		exp, err := time.Parse(time.RFC3339Nano, lr.ExpiresAt)
 		if err != nil {
-			return fence.LockStatus{}, fmt.Errorf("httpapi: lock expires_at %q: %w", lr.ExpiresAt, err)
+			return fence.LockStatus{}, fmt.Errorf("client: lock expires_at %q: %w", lr.ExpiresAt, err)
 		}
 		st.Expires = exp
 	}
@@ -575,7 +577,7 @@ func (c *Client) Status(ctx context.Context, resource string) (fence.LockStatus,
 // Revoke implements fence.Revoker with POST /v1/locks/{resource}/revoke. It
 // is sent once: a repeated revoke would issue another token, so a transport
 // error leaves the outcome unknown.
-func (c *Client) Revoke(ctx context.Context, resource string) (fence.RevokeResult, error) {
+func (c *API) Revoke(ctx context.Context, resource string) (fence.RevokeResult, error) {
 	var ra wire.RevokeResponse
 	if err := c.doJSON(ctx, request{method: "POST", path: lockPath(resource, "/revoke"), body: []byte("{}")}, &ra); err != nil {
 		return fence.RevokeResult{}, err
@@ -599,7 +601,7 @@ func condHeader(token fence.Token, cond fence.Cond) http.Header {
 }
 
 // Put implements fence.Store.
-func (c *Client) Put(ctx context.Context, resource, key string, value []byte, token fence.Token, cond fence.Cond) (fence.WriteResult, error) {
+func (c *API) Put(ctx context.Context, resource, key string, value []byte, token fence.Token, cond fence.Cond) (fence.WriteResult, error) {
 	h := withSequencer(ctx, condHeader(token, cond))
 	h.Set("Content-Type", "application/octet-stream")
 	var pr wire.PutResponse
@@ -614,7 +616,7 @@ func (c *Client) Put(ctx context.Context, resource, key string, value []byte, to
 }
 
 // Delete implements fence.Store.
-func (c *Client) Delete(ctx context.Context, resource, key string, token fence.Token, cond fence.Cond) (fence.WriteResult, error) {
+func (c *API) Delete(ctx context.Context, resource, key string, token fence.Token, cond fence.Cond) (fence.WriteResult, error) {
 	var dr wire.DeleteResponse
 	if err := c.doJSON(ctx, request{method: "DELETE", path: kvPath(resource, key), header: withSequencer(ctx, condHeader(token, cond))}, &dr); err != nil {
 		return fence.WriteResult{}, err
@@ -623,7 +625,7 @@ func (c *Client) Delete(ctx context.Context, resource, key string, token fence.T
 }
 
 // Get implements fence.Store.
-func (c *Client) Get(ctx context.Context, resource, key string) (fence.Item, error) {
+func (c *API) Get(ctx context.Context, resource, key string) (fence.Item, error) {
 	resp, err := c.do(ctx, request{method: "GET", path: kvPath(resource, key), retryable: true})
 	if err != nil {
 		return fence.Item{}, err
@@ -631,24 +633,24 @@ func (c *Client) Get(ctx context.Context, resource, key string) (fence.Item, err
 	item := fence.Item{Resource: resource, Key: key, Value: resp.body}
 	rev, err := strconv.ParseUint(strings.Trim(resp.header.Get("ETag"), `"`), 10, 64)
 	if err != nil {
-		return fence.Item{}, fmt.Errorf("httpapi: GET %s: ETag %q: %w", kvPath(resource, key), resp.header.Get("ETag"), err)
+		return fence.Item{}, fmt.Errorf("client: GET %s: ETag %q: %w", kvPath(resource, key), resp.header.Get("ETag"), err)
 	}
 	item.Rev = fence.Rev(rev)
 	if item.Token, err = fence.ParseToken(resp.header.Get("Fencing-Token")); err != nil {
-		return fence.Item{}, fmt.Errorf("httpapi: GET %s: %w", kvPath(resource, key), err)
+		return fence.Item{}, fmt.Errorf("client: GET %s: %w", kvPath(resource, key), err)
 	}
 	return item, nil
 }
 
 // Fence implements fence.Store.
-func (c *Client) Fence(ctx context.Context, resource string) (fence.Token, error) {
+func (c *API) Fence(ctx context.Context, resource string) (fence.Token, error) {
 	var fr wire.FenceResponse
 	err := c.doJSON(ctx, request{method: "GET", path: "/v1/fences/" + url.PathEscape(resource), retryable: true}, &fr)
 	return fr.LastFence, err
 }
 
 // Claim implements fence.Store.
-func (c *Client) Claim(ctx context.Context, resource string, token fence.Token) (fence.WriteResult, error) {
+func (c *API) Claim(ctx context.Context, resource string, token fence.Token) (fence.WriteResult, error) {
 	var fr wire.FenceResponse
 	req := request{method: "POST", path: "/v1/fences/" + url.PathEscape(resource), header: withSequencer(ctx, condHeader(token, fence.Cond{})), retryable: true}
 	if err := c.doJSON(ctx, req, &fr); err != nil {
@@ -658,7 +660,7 @@ func (c *Client) Claim(ctx context.Context, resource string, token fence.Token) 
 }
 
 // Txn implements fence.Store. Values are sent as value_base64.
-func (c *Client) Txn(ctx context.Context, t *fence.Txn) (fence.Rev, error) {
+func (c *API) Txn(ctx context.Context, t *fence.Txn) (fence.Rev, error) {
 	type compare struct {
 		Resource string    `json:"resource"`
 		Key      string    `json:"key"`

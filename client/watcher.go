@@ -1,4 +1,4 @@
-package httpapi
+package client
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // list the locks again to catch up. Make it with Client.Watch. Next and
 // Close may be called concurrently; Next must not be.
 type Watcher struct {
-	c      *Client
+	c      *API
 	ctx    context.Context
 	cancel context.CancelFunc
 	prefix string
@@ -40,9 +40,9 @@ type Watcher struct {
 // prefix ("" for all), from the next event on, or after the event with ID
 // after if it is not "" (a watcher's LastID, kept from before). It
 // connects on the first Next, and ends when ctx ends or at Close.
-func (c *Client) Watch(ctx context.Context, prefix, after string) *Watcher {
+func (c *API) Watch(ctx context.Context, prefix, after string) *Watcher {
 	ctx, cancel := context.WithCancel(ctx)
-	return &Watcher{c: c, ctx: ctx, cancel: cancel, prefix: prefix, lastID: after, retry: watchRetry}
+	return &Watcher{c: c, ctx: ctx, cancel: cancel, prefix: prefix, lastID: after, retry: wire.WatchRetry}
 }
 
 // LastID returns the ID of the last event Next returned (or the after that
@@ -57,7 +57,7 @@ func (w *Watcher) LastID() string { return w.lastID }
 func (w *Watcher) Next() (watch.Event, error) {
 	for {
 		if err := w.ctx.Err(); err != nil {
-			return watch.Event{}, fmt.Errorf("httpapi: watch: %w", err)
+			return watch.Event{}, fmt.Errorf("client: watch: %w", err)
 		}
 		if w.body == nil {
 			if err := w.connect(); err != nil {
@@ -88,12 +88,12 @@ func (w *Watcher) Next() (watch.Event, error) {
 }
 
 // delay is the wait before a reconnection: the stream's retry field, at
-// most watchRetry.
+// most wire.WatchRetry.
 func (w *Watcher) delay() time.Duration {
-	if d := w.rd.Retry(); d > 0 && d < watchRetry {
+	if d := w.rd.Retry(); d > 0 && d < wire.WatchRetry {
 		return d
 	}
-	return watchRetry
+	return wire.WatchRetry
 }
 
 // Start connects now, rather than at the first Next, so that every event
@@ -116,7 +116,7 @@ func (w *Watcher) connect() error {
 	}
 	resp, err := w.c.do(w.ctx, request{method: "GET", path: path, header: h, retryable: true, stream: true})
 	if err != nil {
-		return fmt.Errorf("httpapi: watch: %w", err)
+		return fmt.Errorf("client: watch: %w", err)
 	}
 	w.body = newIdleReader(resp.stream, watchIdleTimeout)
 	w.rd = sse.NewReader(w.body)
@@ -126,7 +126,7 @@ func (w *Watcher) connect() error {
 // watchIdleTimeout is how long a watcher waits for a byte, heartbeats
 // included, before it takes the stream for dead and reconnects: a stream
 // whose server vanished without closing the connection stays silent.
-const watchIdleTimeout = 2*HeartbeatInterval + 5*time.Second
+const watchIdleTimeout = 2*wire.HeartbeatInterval + 5*time.Second
 
 // idleReader closes its stream when no Read returned data for a while.
 type idleReader struct {
@@ -169,20 +169,20 @@ func (w *Watcher) Close() error {
 func decodeEvent(f sse.Event) (watch.Event, error) {
 	var j wire.Event
 	if err := json.Unmarshal([]byte(f.Data), &j); err != nil {
-		return watch.Event{}, fmt.Errorf("httpapi: watch: decoding event %s: %w", f.ID, err)
+		return watch.Event{}, fmt.Errorf("client: watch: decoding event %s: %w", f.ID, err)
 	}
 	if j.Type == "" || f.Type != "" && f.Type != j.Type {
-		return watch.Event{}, fmt.Errorf("httpapi: watch: event %s: type %q in a %q event", f.ID, j.Type, f.Type)
+		return watch.Event{}, fmt.Errorf("client: watch: event %s: type %q in a %q event", f.ID, j.Type, f.Type)
 	}
 	e := watch.Event{ID: f.ID, Type: watch.Type(j.Type), Resource: j.Resource, Holder: j.Holder, Token: j.Token,
 		LastFence: j.LastFence, Key: j.Key, Op: j.Op, Detail: j.Detail}
 	var err error
 	if e.Time, err = wire.ParseTimestamp(j.Time); err != nil {
-		return watch.Event{}, fmt.Errorf("httpapi: watch: event %s: time: %w", f.ID, err)
+		return watch.Event{}, fmt.Errorf("client: watch: event %s: time: %w", f.ID, err)
 	}
 	if j.ExpiresAt != "" {
 		if e.ExpiresAt, err = wire.ParseTimestamp(j.ExpiresAt); err != nil {
-			return watch.Event{}, fmt.Errorf("httpapi: watch: event %s: expires_at: %w", f.ID, err)
+			return watch.Event{}, fmt.Errorf("client: watch: event %s: expires_at: %w", f.ID, err)
 		}
 	}
 	return e, nil
