@@ -79,11 +79,11 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if m, ok := matchPath(r.URL.EscapedPath()); ok {
 		// Not every ResponseWriter has a deadline; then there is none to extend.
-		switch m.route {
-		case routeAcquire:
+		switch {
+		case m.route == routeAcquire:
 			// A long poll: the leader holds the answer for up to its wait.
 			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(fence.MaxWait + 30*time.Second))
-		case routeWatch:
+		case m.route == routeWatch:
 			// A stream, with a heartbeat: it ends when either side goes,
 			// or when the leader changes.
 			_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})

@@ -19,7 +19,7 @@ import (
 // precondition_failed, not_found). So a rejected request never reaches a
 // mutating method.
 
-func (s *Server) keys(c *call) error {
+func (s *Server) keys(c *call, _ match) error {
 	keys := s.Keys
 	if keys == nil {
 		keys = []fence.PublicKey{}
@@ -32,7 +32,7 @@ func (s *Server) keys(c *call) error {
 	return nil
 }
 
-func (s *Server) ready(c *call) error {
+func (s *Server) ready(c *call, _ match) error {
 	if s.Ready != nil {
 		if err := s.Ready(); err != nil {
 			return fmt.Errorf("%w: %w", wire.ErrNotReady, err)
@@ -58,7 +58,7 @@ func (s *Server) lockStatus(c *call, m match) error {
 	return nil
 }
 
-func (s *Server) listLocks(c *call) error {
+func (s *Server) listLocks(c *call, _ match) error {
 	q := c.r.URL.Query()
 	for name := range q {
 		if name != "prefix" && name != "after" && name != "limit" {
@@ -316,7 +316,7 @@ func (s *Server) claim(c *call, m match) error {
 	return nil
 }
 
-func (s *Server) txn(c *call) error {
+func (s *Server) txn(c *call, _ match) error {
 	body, err := c.readBody(maxTxnBody)
 	if err != nil {
 		return err
@@ -357,7 +357,7 @@ func (s *Server) txn(c *call) error {
 	return nil
 }
 
-func (s *Server) cluster(c *call) error {
+func (s *Server) cluster(c *call, _ match) error {
 	st := wire.ClusterStatus{Role: wire.RoleLeader, Epoch: 1, Store: "embedded", Servers: []wire.ClusterServer{{Role: wire.RoleLeader}}}
 	if s.Cluster != nil {
 		var err error

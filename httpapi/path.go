@@ -8,53 +8,118 @@ import (
 	"github.com/fence-lock/fence"
 )
 
-// route is one path pattern of the API and the methods it answers.
+// route is one path pattern of the API: the methods it answers, and how.
 type route struct {
-	pattern string   // as in the API, e.g. "/v1/kv/{resource}/{key}"; the metrics label
-	methods []string // the methods it answers, HEAD included where GET is
-	allow   string   // methods joined for the Allow header
-	local   bool     // answered by every server itself, never forwarded to the leader
+	pattern string            // as in the API, e.g. "/v1/kv/{resource}/{key}"; the metrics label
+	methods []string          // the methods it answers, HEAD included where GET is
+	allow   string            // methods joined for the Allow header
+	local   bool              // answered by every server itself, never forwarded to the leader
+	exempt  bool              // not rate limited
+	by      map[string]method // how each method is answered
 }
 
-func newRoute(pattern string, methods ...string) *route {
-	return &route{pattern: pattern, methods: methods, allow: strings.Join(methods, ", ")}
+// method is how a route answers one method.
+type method struct {
+	// access says how Server.Auth is asked, with perm: on the request's
+	// resource, once for any valid credentials, or not at all.
+	access access
+	perm   string
+	// op is the storage write the request is (put, delete, claim, txn);
+	// "" for the others.
+	op string
+	// serve answers the request.
+	serve func(*Server, *call, match) error
+}
+
+// access is how a route is authorised.
+type access int
+
+const (
+	onResource    access = iota // Auth(perm, the resource)
+	anyValid                    // Auth(perm, ""), where only a 401 counts: the handler filters or checks per resource
+	open                        // no credentials needed
+	metricsAccess               // Auth(admin, "") if Server.ProtectMetrics, else open
+)
+
+// Permissions that Server.Auth is called with.
+const (
+	permLock  = "lock"
+	permWrite = "write"
+	permRead  = "read"
+	permAdmin = "admin"
+)
+
+// read is how GET and HEAD are answered by serve, with access and perm.
+func read(a access, perm string, serve func(*Server, *call, match) error) map[string]method {
+	m := method{access: a, perm: perm, serve: serve}
+	return map[string]method{"GET": m, "HEAD": m}
+}
+
+func newRoute(pattern string, by map[string]method) *route {
+	rt := &route{pattern: pattern, by: by}
+	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "DELETE"} {
+		if _, ok := by[m]; ok {
+			rt.methods = append(rt.methods, m)
+		}
+	}
+	rt.allow = strings.Join(rt.methods, ", ")
+	return rt
 }
 
 // localRoute returns a route that every server answers itself.
-func localRoute(pattern string, methods ...string) *route {
-	rt := newRoute(pattern, methods...)
+func localRoute(pattern string, by map[string]method) *route {
+	rt := newRoute(pattern, by)
 	rt.local = true
 	return rt
 }
 
 // allows reports whether rt answers method.
 func (rt *route) allows(method string) bool {
-	for _, m := range rt.methods {
-		if m == method {
-			return true
-		}
-	}
-	return false
+	_, ok := rt.by[method]
+	return ok
 }
 
-// The routes of the API.
+// The routes of the API: routes is the one table that the server
+// dispatches from; matchPath finds a path's route in it.
 var (
-	routeHealthz = localRoute("/healthz", "GET", "HEAD")
-	routeReadyz  = localRoute("/readyz", "GET", "HEAD")
-	routeMetrics = localRoute("/metrics", "GET", "HEAD")
-	routeCluster = localRoute("/v1/cluster", "GET", "HEAD")
-	routeLocks   = newRoute("/v1/locks", "GET", "HEAD")
-	routeLock    = newRoute("/v1/locks/{resource}", "GET", "HEAD")
-	routeAcquire = newRoute("/v1/locks/{resource}/acquire", "POST")
-	routeRenew   = newRoute("/v1/locks/{resource}/renew", "POST")
-	routeRelease = newRoute("/v1/locks/{resource}/release", "POST")
-	routeRevoke  = newRoute("/v1/locks/{resource}/revoke", "POST")
-	routeKV      = newRoute("/v1/kv/{resource}/{key}", "GET", "HEAD", "PUT", "DELETE")
-	routeFences  = newRoute("/v1/fences/{resource}", "GET", "HEAD", "POST")
-	routeTxn     = newRoute("/v1/txn", "POST")
-	routeKeys    = localRoute("/v1/keys", "GET", "HEAD")
-	routeWatch   = newRoute("/v1/watch", "GET")
+	routeHealthz = exemptRoute(localRoute("/healthz", read(open, "", (*Server).health)))
+	routeReadyz  = exemptRoute(localRoute("/readyz", read(open, "", (*Server).ready)))
+	routeMetrics = localRoute("/metrics", read(metricsAccess, permAdmin, (*Server).serveMetrics))
+	routeCluster = localRoute("/v1/cluster", read(anyValid, permRead, (*Server).cluster))
+	routeKeys    = localRoute("/v1/keys", read(open, "", (*Server).keys))
+	routeLocks   = newRoute("/v1/locks", read(anyValid, permRead, (*Server).listLocks))
+	routeLock    = newRoute("/v1/locks/{resource}", read(onResource, permRead, (*Server).lockStatus))
+	routeAcquire = newRoute("/v1/locks/{resource}/acquire", map[string]method{"POST": {perm: permLock, serve: (*Server).acquire}})
+	routeRenew   = newRoute("/v1/locks/{resource}/renew", map[string]method{"POST": {perm: permLock, serve: (*Server).renew}})
+	routeRelease = newRoute("/v1/locks/{resource}/release", map[string]method{"POST": {perm: permLock, serve: (*Server).release}})
+	routeRevoke  = newRoute("/v1/locks/{resource}/revoke", map[string]method{"POST": {perm: permAdmin, serve: (*Server).revoke}})
+	routeWatch   = newRoute("/v1/watch", map[string]method{"GET": {access: anyValid, perm: permRead, serve: (*Server).watch}})
+	routeKV      = newRoute("/v1/kv/{resource}/{key}", map[string]method{
+		"GET":    {perm: permRead, serve: (*Server).get},
+		"HEAD":   {perm: permRead, serve: (*Server).get},
+		"PUT":    {perm: permWrite, op: "put", serve: (*Server).put},
+		"DELETE": {perm: permWrite, op: "delete", serve: (*Server).delete},
+	})
+	routeFences = newRoute("/v1/fences/{resource}", map[string]method{
+		"GET":  {perm: permRead, serve: (*Server).fence},
+		"HEAD": {perm: permRead, serve: (*Server).fence},
+		"POST": {perm: permWrite, op: "claim", serve: (*Server).claim},
+	})
+	// A txn is authorised per resource in its handler, after decoding.
+	routeTxn = newRoute("/v1/txn", map[string]method{"POST": {access: anyValid, perm: permWrite, op: "txn", serve: (*Server).txn}})
+
+	routes = []*route{
+		routeHealthz, routeReadyz, routeMetrics, routeCluster, routeKeys,
+		routeLocks, routeLock, routeAcquire, routeRenew, routeRelease, routeRevoke, routeWatch,
+		routeKV, routeFences, routeTxn,
+	}
 )
+
+// exemptRoute exempts rt from rate limiting.
+func exemptRoute(rt *route) *route {
+	rt.exempt = true
+	return rt
+}
 
 // unmatched is the route label of paths that match no route.
 const unmatched = "unmatched"
@@ -142,7 +207,7 @@ func (m match) params() (resource, key string, err error) {
 			return "", "", err
 		}
 	}
-	if m.route == routeKV {
+	if strings.Contains(m.route.pattern, "{key}") {
 		key, err = unescape("key", m.key)
 		if err != nil {
 			return "", "", err

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/fence-lock/fence"
@@ -97,5 +98,27 @@ func TestMatchPath(t *testing.T) {
 				t.Fatalf("params()=%q, %q, %v; want %q, %q", res, key, err, tt.resource, tt.key)
 			}
 		})
+	}
+}
+
+// TestRoutesTable checks that every route of the table is matched by its
+// own pattern and answers each of its methods.
+func TestRoutesTable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, rt := range routes {
+		p := strings.NewReplacer("{resource}", "r", "{key}", "k/1").Replace(rt.pattern)
+		m, ok := matchPath(p)
+		if !ok || m.route != rt {
+			t.Errorf("%s: matchPath(%q) = %v, %v", rt.pattern, p, m.route, ok)
+		}
+		if seen[rt.pattern] {
+			t.Errorf("%s is in the table twice", rt.pattern)
+		}
+		seen[rt.pattern] = true
+		for _, method := range rt.methods {
+			if h := rt.by[method]; h.serve == nil {
+				t.Errorf("%s %s has no handler", method, rt.pattern)
+			}
+		}
 	}
 }

@@ -176,7 +176,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.Forward.ServeHTTP(c.w, r)
 		return
 	}
-	if m.route != routeHealthz && m.route != routeReadyz {
+	if !m.route.exempt {
 		if err := s.rateLimit(r, start); err != nil {
 			c.fail(err)
 			return
@@ -186,65 +186,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(err)
 		return
 	}
-	if err := s.serve(c, m); err != nil {
+	if err := m.route.by[r.Method].serve(s, c, m); err != nil {
 		c.fail(err)
 	}
 }
 
-// Permissions that Server.Auth is called with.
-const (
-	permLock  = "lock"
-	permWrite = "write"
-	permRead  = "read"
-	permAdmin = "admin"
-)
-
-// authorize calls s.Auth, if set, with the permission m's route needs. The
-// txn route is authorised in its handler, per resource.
+// authorize calls s.Auth, if set, as the method of m's route says.
 func (s *Server) authorize(c *call, m match) error {
 	if s.Auth == nil {
 		return nil
 	}
-	var perm string
-	switch m.route {
-	case routeHealthz, routeReadyz, routeKeys:
+	how := m.route.by[c.r.Method]
+	switch how.access {
+	case open:
 		return nil
-	case routeCluster:
-		// Any valid credentials may see the cluster: only a 401 counts.
-		if err := s.Auth(c.r, permRead, ""); errors.Is(err, fence.ErrUnauthorized) {
-			return err
-		}
-		return nil
-	case routeMetrics:
+	case metricsAccess:
 		if !s.ProtectMetrics {
 			return nil
 		}
 		return s.Auth(c.r, permAdmin, "")
-	case routeTxn:
-		err := s.Auth(c.r, permWrite, "")
-		if errors.Is(err, fence.ErrUnauthorized) {
+	case anyValid:
+		if err := s.Auth(c.r, how.perm, ""); errors.Is(err, fence.ErrUnauthorized) {
 			return err
 		}
 		return nil
-	case routeAcquire, routeRenew, routeRelease:
-		perm = permLock
-	case routeRevoke:
-		perm = permAdmin
-	case routeLocks, routeWatch:
-		// Filtered per resource in the handler: only a 401 counts here.
-		if err := s.Auth(c.r, permRead, ""); errors.Is(err, fence.ErrUnauthorized) {
-			return err
-		}
-		return nil
-	case routeLock:
-		perm = permRead
-	case routeKV, routeFences:
-		perm = permRead
-		if c.r.Method != "GET" && c.r.Method != "HEAD" {
-			perm = permWrite
-		}
-	default:
-		return fmt.Errorf("%w: route %s has no permission", wire.ErrInternal, m.route.pattern) // cannot happen
 	}
 	// A resource that does not decode is checked as sent; the handler then
 	// answers bad_request to those allowed to see it.
@@ -252,7 +217,7 @@ func (s *Server) authorize(c *call, m match) error {
 	if err != nil {
 		resource = m.resource
 	}
-	return s.Auth(c.r, perm, resource)
+	return s.Auth(c.r, how.perm, resource)
 }
 
 // authorizeTxn calls s.Auth, if set, for every resource of t.
@@ -278,52 +243,16 @@ func (s *Server) authorizeTxn(c *call, t *fence.Txn) error {
 	return nil
 }
 
-// serve dispatches a matched request to its handler.
-func (s *Server) serve(c *call, m match) error {
-	switch m.route {
-	case routeHealthz:
-		c.writeJSON(wire.Health{Status: "ok"})
-		return nil
-	case routeReadyz:
-		return s.ready(c)
-	case routeMetrics:
-		s.metrics.ServeHTTP(c.w, c.r)
-		return nil
-	case routeLocks:
-		return s.listLocks(c)
-	case routeWatch:
-		return s.watch(c)
-	case routeLock:
-		return s.lockStatus(c, m)
-	case routeAcquire:
-		return s.acquire(c, m)
-	case routeRenew:
-		return s.renew(c, m)
-	case routeRelease:
-		return s.release(c, m)
-	case routeRevoke:
-		return s.revoke(c, m)
-	case routeKV:
-		switch c.r.Method {
-		case "PUT":
-			return s.put(c, m)
-		case "DELETE":
-			return s.delete(c, m)
-		}
-		return s.get(c, m)
-	case routeFences:
-		if c.r.Method == "POST" {
-			return s.claim(c, m)
-		}
-		return s.fence(c, m)
-	case routeTxn:
-		return s.txn(c)
-	case routeKeys:
-		return s.keys(c)
-	case routeCluster:
-		return s.cluster(c)
-	}
-	return fmt.Errorf("%w: route %s has no handler", wire.ErrInternal, m.route.pattern) // cannot happen
+// health answers GET /healthz.
+func (s *Server) health(c *call, _ match) error {
+	c.writeJSON(wire.Health{Status: "ok"})
+	return nil
+}
+
+// serveMetrics answers GET /metrics.
+func (s *Server) serveMetrics(c *call, _ match) error {
+	s.metrics.ServeHTTP(c.w, c.r)
+	return nil
 }
 
 func (c *call) routeLabel() string {
@@ -424,13 +353,7 @@ func (c *call) fail(err error) {
 }
 
 // isStorageWrite reports whether the request is a write to the storage.
-func (c *call) isStorageWrite() bool {
-	switch c.route {
-	case routeKV, routeFences, routeTxn:
-		return c.r.Method != "GET" && c.r.Method != "HEAD"
-	}
-	return false
-}
+func (c *call) isStorageWrite() bool { return c.storageOp() != "" }
 
 // tokenOf returns the token a problem member holds, 0 if it is absent.
 func tokenOf(v *uint64) uint64 {
@@ -443,17 +366,10 @@ func tokenOf(v *uint64) uint64 {
 // storageOp names the storage write the request is: put, delete, claim or
 // txn; "" if it is none.
 func (c *call) storageOp() string {
-	switch {
-	case !c.isStorageWrite():
+	if c.route == nil {
 		return ""
-	case c.route == routeKV && c.r.Method == "PUT":
-		return "put"
-	case c.route == routeKV:
-		return "delete"
-	case c.route == routeFences:
-		return "claim"
 	}
-	return "txn"
+	return c.route.by[c.r.Method].op
 }
 
 // Log keys, as in the API's JSON.

@@ -52,7 +52,7 @@ func eventOf(e watch.Event) wire.Event {
 // watch serves GET /v1/watch: the events of the resources under prefix, as
 // Server-Sent Events, until the client goes, the hub closes, or the client
 // falls Buffer behind.
-func (s *Server) watch(c *call) error {
+func (s *Server) watch(c *call, _ match) error {
 	q := c.r.URL.Query()
 	for name := range q {
 		if name != "prefix" && name != "last_event_id" {
