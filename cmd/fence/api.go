@@ -14,6 +14,7 @@ import (
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/client"
 	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/watch"
 	"github.com/fence-lock/fence/wire"
 )
 
@@ -275,6 +276,83 @@ func lsCmd(ctx context.Context, args []string, std stdio) error {
 		}
 	}
 	return c.print(map[string]any{"locks": j}, strings.TrimSuffix(text.String(), "\n"))
+}
+
+func watchCmd(ctx context.Context, args []string, std stdio) error {
+	var count int
+	c := newAPICommand(std, "watch", "fence watch [PREFIX] [--count N]",
+		"  fence watch\n  fence watch jobs/ -o json   # one JSON object per line\n  fence watch leader/ --count 1\n",
+		func(fs *flag.FlagSet) {
+			fs.IntVar(&count, "count", 0, "stop after `N` events (default: watch until interrupted)")
+		})
+	if err := c.parse(args, "[PREFIX]"); err != nil {
+		return err
+	}
+	if count < 0 {
+		return &usageError{fmt.Errorf("watch: --count %d: want a positive number", count)}
+	}
+	prefix := ""
+	if len(c.args) == 1 {
+		prefix = c.args[0]
+	}
+	w := c.api.Watch(ctx, prefix, "")
+	defer w.Close()
+	for n := 0; count == 0 || n < count; n++ {
+		e, err := w.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // interrupted
+			}
+			return apiError(err)
+		}
+		if err := c.print(eventJSON(e), eventText(e)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eventJSON is e as fence watch -o json prints it: the API's members, and
+// its id.
+func eventJSON(e watch.Event) map[string]any {
+	j := map[string]any{"id": e.ID, "type": e.Type, "time": e.Time.UTC().Format(time.RFC3339Nano)}
+	for k, v := range map[string]string{"resource": e.Resource, "holder": e.Holder, "key": e.Key, "op": e.Op, "detail": e.Detail} {
+		if v != "" {
+			j[k] = v
+		}
+	}
+	if e.Token != 0 {
+		j["token"] = e.Token
+	}
+	if e.LastFence != 0 {
+		j["last_fence"] = e.LastFence
+	}
+	if !e.ExpiresAt.IsZero() {
+		j["expires_at"] = e.ExpiresAt.UTC().Format(time.RFC3339Nano)
+	}
+	return j
+}
+
+// eventText is e as one line for people.
+func eventText(e watch.Event) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\t%s\t%s", e.Time.Local().Format("15:04:05.000"), e.Type, e.Resource)
+	if e.Holder != "" {
+		fmt.Fprintf(&b, "\tholder %s", e.Holder)
+	}
+	if e.Token != 0 {
+		fmt.Fprintf(&b, "\ttoken %d", e.Token)
+	}
+	if e.LastFence != 0 {
+		fmt.Fprintf(&b, "\tlast fence %d", e.LastFence)
+	}
+	if e.Op != "" {
+		fmt.Fprintf(&b, "\t%s %s", e.Op, e.Key)
+	}
+	if e.Detail != "" {
+		b.WriteString("\t" + e.Detail)
+	}
+	return b.String()
 }
 
 func clusterCmd(ctx context.Context, args []string, std stdio) error {

@@ -113,3 +113,34 @@ func TestLsCmd(t *testing.T) {
 		t.Fatalf("fence ls nothing-here: %d %q", code, out.String())
 	}
 }
+
+func TestWatchCmd(t *testing.T) {
+	url := fencetest.NewServer(t, nil)
+	c, err := client.NewAPI(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		c.Acquire(t.Context(), "other", "h", time.Minute, 0)
+		c.Acquire(t.Context(), "jobs/a", "worker", time.Minute, 0)
+	}()
+	var out bytes.Buffer
+	if code := run(t.Context(), []string{"watch", "--addr", url, "jobs/", "--count", "2", "-o", "json"}, stdio{nil, &out, io.Discard}); code != 0 {
+		t.Fatalf("fence watch exited %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("fence watch --count 2 printed %q", out.String())
+	}
+	var e struct {
+		ID, Type, Resource, Holder string
+		Token                      uint64
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &e); err != nil || e.Type != "granted" || e.Resource != "jobs/a" || e.Holder != "worker" || e.Token != 1 || e.ID == "" {
+		t.Fatalf("first event %s (%v)", lines[0], err)
+	}
+	if code := run(t.Context(), []string{"watch", "--addr", url, "--count", "-1"}, stdio{nil, io.Discard, io.Discard}); code != exitUsage {
+		t.Fatalf("fence watch --count -1 exited %d, want %d", code, exitUsage)
+	}
+}

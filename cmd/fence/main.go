@@ -49,6 +49,7 @@ var commands = []struct {
 	{"revoke", command{summary: "take a lock from its holder and fence it (admin; unprotected for now)", run: revokeCmd}},
 	{"status", command{summary: "print a lock's status", run: statusCmd}},
 	{"ls", command{summary: "list the locks held now (under a prefix)", run: lsCmd}},
+	{"watch", command{summary: "print lock and fence events as they happen (under a prefix)", run: watchCmd}},
 	{"cluster", command{summary: "print who leads the servers' store, the epoch and the servers", run: clusterCmd}},
 	{"put", command{summary: "write a value with a fencing token", run: putCmd}},
 	{"get", command{summary: "read a value", run: getCmd}},
