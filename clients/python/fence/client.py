@@ -1,0 +1,503 @@
+"""The fence client: locks, fenced storage, listing, watching and the
+operational endpoints of the v1 HTTP API."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import secrets
+import ssl
+import time
+import urllib.parse
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
+
+from ._transport import Call, Request, Response, Transport
+from .errors import FenceError
+from .lease import Lease
+from .sequencer import PublicKey
+from .types import (
+    ClusterStatus,
+    Compare,
+    Delete,
+    Item,
+    LeaseInfo,
+    LockInfo,
+    LockPage,
+    LockStatus,
+    Put,
+    RevokeResult,
+    WriteResult,
+    check_token,
+)
+from .watch import Watch
+
+__all__ = ["Client", "new_holder_id", "DEFAULT_TTL", "DEFAULT_RETRY_FOR"]
+
+#: The default lease TTL, in seconds.
+DEFAULT_TTL = 10.0
+#: How long the client retries a call that is safe to repeat, in seconds:
+#: longer than a leader failover takes.
+DEFAULT_RETRY_FOR = 15.0
+
+Seconds = Union[float, int, _dt.timedelta]
+Value = Union[bytes, bytearray, memoryview, str]
+
+
+def new_holder_id() -> str:
+    """A random holder id, unique with overwhelming probability."""
+    return "h-" + secrets.token_hex(12)
+
+
+def _seconds(v: Seconds, what: str) -> float:
+    if isinstance(v, _dt.timedelta):
+        return v.total_seconds()
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError("%s must be seconds (a number or a timedelta), not %r" % (what, v))
+    return float(v)
+
+
+def _ms(seconds: float) -> int:
+    return int(round(seconds * 1000))
+
+
+def _seg(s: str, what: str) -> str:
+    if not isinstance(s, str) or s == "":
+        raise ValueError("%s must be a non-empty str, not %r" % (what, s))
+    return urllib.parse.quote(s, safe="")
+
+
+def _key_path(key: str) -> str:
+    if not isinstance(key, str) or key == "":
+        raise ValueError("key must be a non-empty str, not %r" % (key,))
+    return "/".join(urllib.parse.quote(p, safe="") for p in key.split("/"))
+
+
+def _value(v: Value) -> bytes:
+    if isinstance(v, str):
+        return v.encode("utf-8")
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v)
+    raise TypeError("value must be bytes or str, not %s" % type(v).__name__)
+
+
+def _cond_headers(token: int, if_match: Union[int, str, None], if_none_match: bool) -> Dict[str, str]:
+    h = {"Fencing-Token": str(check_token(token))}
+    if if_match is not None and if_none_match:
+        raise ValueError("if_match and if_none_match cannot be used together")
+    if if_match is not None:
+        if if_match == "*":
+            h["If-Match"] = "*"
+        elif isinstance(if_match, int) and not isinstance(if_match, bool) and if_match > 0:
+            h["If-Match"] = '"%d"' % if_match
+        else:
+            raise ValueError('if_match must be a revision (an int >= 1) or "*", not %r' % (if_match,))
+    if if_none_match:
+        h["If-None-Match"] = "*"
+    return h
+
+
+class Client:
+    """A client of a fence server, or of the servers of a cluster.
+
+    ``addr`` is a base URL (``"http://127.0.0.1:7700"``) or several separated
+    by commas (``"http://a:7700,http://b:7700"``). The client sends every call
+    to its current address and stays there while that server answers; after
+    a transport error or a 503 it moves on to the next address, round robin.
+
+    Calls that are safe to repeat (reads, acquire by the same holder, renew,
+    release, claim, and a put without a condition) are retried after a
+    transport error or a 503 until they get another answer or ``retry_for``
+    seconds have passed since the call began. The other calls (txn, a
+    conditional put, delete, revoke) are resent only when the request
+    certainly did not take effect: no connection could be made, or the server
+    answered 503 ``not_leader``. After any other transport error or 503 their
+    outcome is unknown and the error is raised: :func:`fence.is_ambiguous`
+    tells. ``retries`` caps the resends (None: no cap; 0: none); ``backoff``
+    is the first wait between two, doubled up to 1 s.
+
+    ``timeout`` bounds each attempt (connect, and each read), in seconds; an
+    acquire that waits adds its wait. ``auth_token`` is sent as
+    ``Authorization: Bearer``. ``ssl_context`` verifies https servers (the
+    system's CAs by default). Safe for use by several threads.
+    """
+
+    def __init__(
+        self,
+        addr: str,
+        auth_token: Optional[str] = None,
+        timeout: float = 10.0,
+        *,
+        retry_for: float = DEFAULT_RETRY_FOR,
+        retries: Optional[int] = None,
+        backoff: float = 0.05,
+        ssl_context: Optional[ssl.SSLContext] = None,
+    ) -> None:
+        self._t = Transport(
+            addr,
+            auth_token=auth_token,
+            timeout=float(timeout),
+            retry_for=float(retry_for),
+            retries=retries,
+            backoff=float(backoff),
+            ssl_context=ssl_context,
+        )
+
+    # -- addresses ----------------------------------------------------------
+
+    @property
+    def addrs(self) -> List[str]:
+        """The servers' base URLs, in the order given."""
+        return list(self._t.servers.addrs)
+
+    @property
+    def current(self) -> str:
+        """The base URL of the server the client talks to now."""
+        s = self._t.servers
+        return s.addrs[s.current()]
+
+    def __repr__(self) -> str:
+        return "fence.Client(%r)" % ",".join(self._t.servers.addrs)
+
+    # -- low level ----------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Optional[Union[bytes, str, Mapping[str, Any]]] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        query: Optional[Mapping[str, str]] = None,
+        retryable: Optional[bool] = None,
+    ) -> Response:
+        """Send one API request as it is, with the client's failover, retry
+        and error rules, and return the 2xx answer (``.status``,
+        ``.headers``, ``.body``, ``.json()``) or raise the problem's
+        exception. A dict body is sent as JSON. ``retryable`` (default: GET
+        and HEAD) says the request is safe to repeat. Nothing is checked
+        before sending: this is the way to send what the other methods
+        refuse, such as a malformed token."""
+        if isinstance(body, Mapping):
+            data: Optional[bytes] = json.dumps(body).encode("utf-8")
+        elif isinstance(body, str):
+            data = body.encode("utf-8")
+        else:
+            data = body
+        if query:
+            path += ("&" if "?" in path else "?") + urllib.parse.urlencode(query)
+        if retryable is None:
+            retryable = method.upper() in ("GET", "HEAD")
+        return self._t.do(Request(method.upper(), path, body=data, headers=dict(headers or {}), retryable=retryable))
+
+    def _json(self, req: Request, call: Optional[Call] = None, decode: Optional[Callable[[Any], Any]] = None) -> Any:
+        """Send req and return its JSON answer, through decode if given; an
+        answer that does not decode is a FenceError."""
+        resp = self._t.do(req, call)
+        try:
+            d = resp.json()
+            if not isinstance(d, dict):
+                raise ValueError("not a JSON object")
+            return decode(d) if decode is not None else d
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise FenceError("%s %s: unexpected answer %r: %s" % (req.method, req.path, resp.body[:200], e)) from None
+
+    # -- locks --------------------------------------------------------------
+
+    def acquire_raw(self, resource: str, holder: str, ttl: Seconds = DEFAULT_TTL, wait: Seconds = 0) -> LeaseInfo:
+        """Acquire ``resource`` for ``holder`` once, without keepalive: the
+        answer of POST /v1/locks/{resource}/acquire. The lease runs out after
+        ``ttl`` seconds unless renewed (:meth:`renew`). Waits up to ``wait``
+        seconds if another holder has it, then raises
+        :class:`fence.LockHeldError`. The same holder acquiring a lease it
+        still holds gets the same token (so it is retried safely)."""
+        ttl_s, wait_s = _seconds(ttl, "ttl"), _seconds(wait, "wait")
+        body = json.dumps({"holder": holder, "ttl_ms": _ms(ttl_s), "wait_ms": _ms(wait_s)}).encode()
+        req = Request("POST", "/v1/locks/%s/acquire" % _seg(resource, "resource"), body=body, retryable=True, extra_timeout=max(0.0, wait_s))
+        return self._json(req, decode=LeaseInfo.from_json)
+
+    def renew(self, resource: str, token: int, ttl: Optional[Seconds] = None, *, _call: Optional[Call] = None) -> LeaseInfo:
+        """Renew the lease ``token`` of ``resource`` for ``ttl`` seconds (None:
+        its current TTL). Raises :class:`fence.LeaseLostError` if it is not the
+        current, unexpired lease."""
+        b: Dict[str, Any] = {"token": check_token(token)}
+        if ttl is not None:
+            b["ttl_ms"] = _ms(_seconds(ttl, "ttl"))
+        req = Request("POST", "/v1/locks/%s/renew" % _seg(resource, "resource"), body=json.dumps(b).encode(), retryable=True)
+        return self._json(req, _call, LeaseInfo.from_json)
+
+    def release(self, resource: str, token: int) -> None:
+        """Release the lease ``token`` of ``resource``. Raises
+        :class:`fence.LeaseLostError` if it is not the current lease (a stale
+        token never releases a newer holder's lease)."""
+        body = json.dumps({"token": check_token(token)}).encode()
+        self._t.do(Request("POST", "/v1/locks/%s/release" % _seg(resource, "resource"), body=body, retryable=True))
+
+    def acquire(
+        self,
+        resource: str,
+        ttl: Seconds = DEFAULT_TTL,
+        wait: Seconds = 0,
+        *,
+        holder: Optional[str] = None,
+        safety_margin: Optional[Seconds] = None,
+    ) -> Lease:
+        """Acquire ``resource`` and return a :class:`fence.Lease` that renews
+        itself in a background thread (about every ttl/3) until released or
+        lost. It declares itself lost by its own monotonic clock when no
+        renewal has succeeded by ``ttl - safety_margin`` (default ttl/10)
+        after the last successful renewal was sent. ``wait`` is how long to
+        wait for the lock (default: fail at once with
+        :class:`fence.LockHeldError`); ``holder`` defaults to a random id."""
+        ttl_s = _seconds(ttl, "ttl")
+        margin = ttl_s / 10 if safety_margin is None else _seconds(safety_margin, "safety_margin")
+        if margin < 0 or margin >= ttl_s:
+            raise ValueError("safety margin %gs must be in [0, ttl %gs)" % (margin, ttl_s))
+        holder = holder or new_holder_id()
+        sent = time.monotonic()
+        info = self.acquire_raw(resource, holder, ttl_s, wait)
+        lease = Lease(self, info, margin, sent)
+        if time.monotonic() - sent > margin:
+            # The grant happened at some unknown moment during a long acquire
+            # (a wait, a slow network): count from a renewal instead.
+            try:
+                lease._renew_once(time.monotonic() + info.ttl - margin)
+            except FenceError as e:
+                lease._end(e, lost=True)
+                with contextlib.suppress(FenceError):
+                    self.release(info.resource, info.token)  # best effort: else it expires
+                raise
+        lease._start()
+        return lease
+
+    @contextlib.contextmanager
+    def lock(
+        self,
+        resource: str,
+        ttl: Seconds = DEFAULT_TTL,
+        wait: Seconds = 0,
+        *,
+        holder: Optional[str] = None,
+        safety_margin: Optional[Seconds] = None,
+    ) -> Iterator[Lease]:
+        """Run a block under a lease and release it after::
+
+            with client.lock("orders", ttl=10, wait=5) as lease:
+                lease.put("total", b"42")
+
+        It acquires as :meth:`acquire` does. On leaving the block it releases
+        the lease. If the block raised, that exception propagates (a failed
+        release is then ignored); else, if the lease was lost while the block
+        ran, its :class:`fence.LeaseLostError` or
+        :class:`fence.LeaseExpiredError` is raised, so that the caller knows
+        some writes may have been fenced; else a failed release's error."""
+        lease = self.acquire(resource, ttl, wait, holder=holder, safety_margin=safety_margin)
+        try:
+            yield lease
+        except BaseException:
+            with contextlib.suppress(FenceError):
+                lease.release()
+            raise
+        lost = lease.error if lease.lost.is_set() else None
+        rel: Optional[FenceError] = None
+        try:
+            lease.release()
+        except FenceError as e:
+            rel = e
+        if lost is not None:
+            raise lost
+        if rel is not None:
+            raise rel
+
+    def status(self, resource: str) -> LockStatus:
+        """The lock's status (GET /v1/locks/{resource})."""
+        return self._json(Request("GET", "/v1/locks/%s" % _seg(resource, "resource"), retryable=True), decode=LockStatus.from_json)
+
+    def revoke(self, resource: str) -> RevokeResult:
+        """End the current lease of ``resource``, if any, and raise its fence to
+        a new token issued to nobody, so that the old holder is fenced at once
+        (an admin action). Sent once: a repeated revoke would issue another
+        token, so a transport error leaves the outcome unknown."""
+        return self._json(
+            Request("POST", "/v1/locks/%s/revoke" % _seg(resource, "resource"), body=b"{}"),
+            decode=lambda d: RevokeResult(resource=d["resource"], revoked_token=d.get("revoked_token", 0), last_fence=d["last_fence"]),
+        )
+
+    def list_locks(self, prefix: str = "", after: str = "", limit: Optional[int] = None) -> LockPage:
+        """One page of the locks held now whose resource starts with
+        ``prefix``, after ``after`` in byte order, at most ``limit`` (1..1000,
+        default the server's 100). ``page.next`` is the ``after`` of the next
+        page, None on the last."""
+        q: Dict[str, str] = {}
+        if prefix:
+            q["prefix"] = prefix
+        if after:
+            q["after"] = after
+        if limit is not None:
+            q["limit"] = str(limit)
+        path = "/v1/locks" + ("?" + urllib.parse.urlencode(q) if q else "")
+        return self._json(
+            Request("GET", path, retryable=True),
+            decode=lambda d: LockPage(locks=[LockInfo.from_json(x) for x in d.get("locks") or []], next=d.get("next") or None),
+        )
+
+    def locks(self, prefix: str = "", page_size: Optional[int] = None) -> Iterator[LockInfo]:
+        """Iterate over every lock held whose resource starts with ``prefix``,
+        fetching page after page (``page_size`` each) as it goes."""
+        after = ""
+        while True:
+            page = self.list_locks(prefix, after, page_size)
+            for lk in page.locks:
+                yield lk
+            if not page.next:
+                return
+            after = page.next
+
+    # -- storage ------------------------------------------------------------
+
+    def put(
+        self,
+        resource: str,
+        key: str,
+        value: Value,
+        token: int,
+        *,
+        if_match: Union[int, str, None] = None,
+        if_none_match: bool = False,
+        sequencer: Optional[str] = None,
+    ) -> WriteResult:
+        """Store ``value`` under ``resource``/``key`` with the fencing
+        ``token``: accepted iff last_fence <= token <= the highest token
+        issued, else :class:`fence.FencedError` /
+        :class:`fence.TokenNotIssuedError`. ``if_match`` (a revision, or
+        ``"*"``: the key exists) and ``if_none_match`` (the key is absent) are
+        the conditions; one that fails is
+        :class:`fence.PreconditionFailedError`. ``sequencer`` is sent as
+        Fence-Sequencer. A put without a condition is retried safely; a
+        conditional one is not."""
+        h = _cond_headers(token, if_match, if_none_match)
+        h["Content-Type"] = "application/octet-stream"
+        if sequencer:
+            h["Fence-Sequencer"] = sequencer
+        req = Request(
+            "PUT",
+            "/v1/kv/%s/%s" % (_seg(resource, "resource"), _key_path(key)),
+            body=_value(value),
+            headers=h,
+            retryable=if_match is None and not if_none_match,
+        )
+        return self._json(req, decode=lambda d: WriteResult(resource=d["resource"], key=d["key"], revision=d["revision"], fence=d["fence"]))
+
+    def get(self, resource: str, key: str) -> Item:
+        """The value stored under ``resource``/``key``, its revision and the
+        token of the write that stored it; :class:`fence.NotFoundError` if
+        none."""
+        path = "/v1/kv/%s/%s" % (_seg(resource, "resource"), _key_path(key))
+        resp = self._t.do(Request("GET", path, retryable=True))
+        etag = resp.headers.get("etag", "").strip('"')
+        tok = resp.headers.get("fencing-token", "")
+        if not etag.isdigit() or not tok.isdigit():
+            raise FenceError("GET %s: ETag %r or Fencing-Token %r is not a number" % (path, etag, tok))
+        return Item(resource=resource, key=key, value=resp.body, revision=int(etag), token=int(tok))
+
+    def delete(
+        self,
+        resource: str,
+        key: str,
+        token: int,
+        *,
+        if_match: Union[int, str, None] = None,
+        sequencer: Optional[str] = None,
+    ) -> WriteResult:
+        """Delete ``resource``/``key`` with the fencing ``token``;
+        :class:`fence.NotFoundError` if it does not exist. Not retried after an
+        unknown outcome (a repeat would answer not_found)."""
+        h = _cond_headers(token, if_match, False)
+        if sequencer:
+            h["Fence-Sequencer"] = sequencer
+        path = "/v1/kv/%s/%s" % (_seg(resource, "resource"), _key_path(key))
+        return self._json(
+            Request("DELETE", path, headers=h),
+            decode=lambda d: WriteResult(resource=d["resource"], key=d["key"], revision=d["revision"], fence=token),
+        )
+
+    def fence(self, resource: str) -> int:
+        """The resource's last fence (0 for an unknown resource)."""
+        return self._json(Request("GET", "/v1/fences/%s" % _seg(resource, "resource"), retryable=True), decode=lambda d: d["last_fence"])
+
+    def claim(self, resource: str, token: int, *, sequencer: Optional[str] = None) -> int:
+        """Raise the resource's fence to ``token`` without writing (a holder
+        claims the resource, so that any older holder is rejected from now
+        on), and return the last fence."""
+        h = _cond_headers(token, None, False)
+        if sequencer:
+            h["Fence-Sequencer"] = sequencer
+        req = Request("POST", "/v1/fences/%s" % _seg(resource, "resource"), headers=h, retryable=True)
+        return self._json(req, decode=lambda d: d["last_fence"])
+
+    def txn(
+        self,
+        fences: Mapping[str, int],
+        compares: Iterable[Union[Compare, Mapping[str, Any]]] = (),
+        ops: Iterable[Union[Put, Delete, Mapping[str, Any]]] = (),
+        *,
+        sequencer: Optional[str] = None,
+    ) -> int:
+        """Apply ``ops`` (:class:`fence.Put`, :class:`fence.Delete`) all or
+        nothing if every compare (:class:`fence.Compare`) holds and every
+        fence of ``fences`` (resource -> token) passes; return the new
+        revision. Every entry of ``fences`` is raised when the txn applies.
+        Sent once unless it certainly did not take effect."""
+        body = {
+            "fences": {r: check_token(t, "fences[%r]" % r) for r, t in fences.items()},
+            "if": [c.to_json() if isinstance(c, Compare) else dict(c) for c in compares],
+            "then": [o.to_json() if isinstance(o, (Put, Delete)) else dict(o) for o in ops],
+        }
+        h = {"Fence-Sequencer": sequencer} if sequencer else {}
+        return self._json(Request("POST", "/v1/txn", body=json.dumps(body).encode(), headers=h), decode=lambda d: d["revision"])
+
+    # -- operations ---------------------------------------------------------
+
+    def cluster(self) -> ClusterStatus:
+        """What the current server knows of its cluster (GET /v1/cluster)."""
+        return self._json(Request("GET", "/v1/cluster", retryable=True), decode=ClusterStatus.from_json)
+
+    def keys(self) -> List[PublicKey]:
+        """The public keys that verify the server's sequencers (GET
+        /v1/keys); empty if it signs nothing."""
+        return self._json(Request("GET", "/v1/keys", retryable=True), decode=lambda d: [PublicKey.from_jwk(k) for k in d.get("keys") or []])
+
+    def ready(self) -> bool:
+        """True if the current server would serve a request now (GET
+        /readyz); raises :class:`fence.NotReadyError` (through the retries)
+        if not."""
+        self._t.do(Request("GET", "/readyz", retryable=True))
+        return True
+
+    def watch(
+        self,
+        prefix: str = "",
+        last_event_id: Optional[str] = None,
+        *,
+        reconnect_delay: Optional[float] = None,
+        max_reconnect_delay: float = 10.0,
+        idle_timeout: float = 35.0,
+    ) -> Watch:
+        """Open GET /v1/watch: an iterator of :class:`fence.Event` for every
+        change to a lock and every fenced write of the resources that start
+        with ``prefix``. It connects before returning (so it sees every event
+        made after the call) and reconnects by itself with Last-Event-ID; a
+        ``lost`` event says the server could not resume (list the locks
+        again). ``last_event_id`` resumes from an earlier watch's
+        ``last_event_id``. Close it with ``close()`` or a ``with`` block.
+        ``idle_timeout`` is how long a silent stream (the server sends a
+        heartbeat every 15 s) counts as alive."""
+        return Watch(
+            self._t,
+            prefix,
+            last_event_id,
+            reconnect_delay=reconnect_delay,
+            max_reconnect_delay=max_reconnect_delay,
+            idle_timeout=idle_timeout,
+        )
+

@@ -1,0 +1,312 @@
+"""A lease that keeps itself alive, and whose writes carry its token."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import threading
+import time
+import urllib.request
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, MutableMapping, Optional, Union
+
+from ._transport import Call
+from .errors import FenceError, LeaseEndedError, LeaseExpiredError, LeaseLostError
+from .types import Compare, Delete, Item, LeaseInfo, Put, WriteResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Client
+
+__all__ = ["Lease", "StampingHandler", "MUTATING_METHODS"]
+
+#: The methods the stamping adapter stamps by default, as the Go client's
+#: Transport does.
+MUTATING_METHODS = frozenset(["POST", "PUT", "PATCH", "DELETE"])
+
+
+class Lease:
+    """A held lock that renews itself in a background thread. Made by
+    :meth:`fence.Client.acquire` and :meth:`fence.Client.lock`.
+
+    The rules, as the Go ``fence.Session`` has them:
+
+    * it renews about every ``ttl/3``; a failed renewal is retried every
+      ``ttl/20`` (the client's own retries run inside each);
+    * it declares itself lost by its own ``time.monotonic()`` clock when no
+      renewal has succeeded by its ``deadline``: ``ttl - safety_margin``
+      counted from when the last successful renewal request (or the acquire)
+      was *sent*, without waiting for the server, which may be unreachable;
+    * a ``lease_lost`` answer ends it at once;
+    * it never re-acquires.
+
+    ``lost`` is set when the lease was lost (``error`` is then a
+    :class:`fence.LeaseLostError` or :class:`fence.LeaseExpiredError`);
+    ``done`` when it ended in any way, release included (``error`` stays
+    None after a clean release, and holds the release's error after a failed
+    one). Writes through an ended lease are refused with
+    :class:`fence.LeaseEndedError` without being sent.
+    """
+
+    def __init__(self, client: "Client", info: LeaseInfo, margin: float, sent: float) -> None:
+        self._client = client
+        #: The locked resource.
+        self.resource = info.resource
+        #: The holder id the lease was granted to.
+        self.holder = info.holder
+        #: The fencing token: send it with every write.
+        self.token = info.token
+        #: The lease's time to live, in seconds.
+        self.ttl = info.ttl
+        #: The signed sequencer of the grant, None if the server signs nothing.
+        self.sequencer = info.sequencer
+        #: Set when the lease was lost (by the server's word or the local clock).
+        self.lost = threading.Event()
+        #: Set when the lease ended: lost, expired or released.
+        self.done = threading.Event()
+        #: Why the lease ended, None while held and after a clean release.
+        self.error: Optional[FenceError] = None
+        self.safety_margin = margin
+        self._mu = threading.Lock()
+        self._expires_at = info.expires_at
+        self._deadline = sent + info.ttl - margin
+        self._stop = threading.Event()
+        self._call: Optional[Call] = None
+        self._thread = threading.Thread(target=self._keepalive, name="fence-lease-%s" % info.resource, daemon=True)
+        self._release_mu = threading.Lock()
+
+    def __repr__(self) -> str:
+        state = "held" if not self.done.is_set() else ("lost" if self.lost.is_set() else "ended")
+        return "<fence.Lease %r token=%d holder=%r %s>" % (self.resource, self.token, self.holder, state)
+
+    # -- state --------------------------------------------------------------
+
+    @property
+    def deadline(self) -> float:
+        """The local deadline on the ``time.monotonic()`` clock: the lease is
+        surely held before it, unless the server said otherwise."""
+        with self._mu:
+            return self._deadline
+
+    @property
+    def expires_at(self) -> _dt.datetime:
+        """When the lease expires by the server's clock, as it last said."""
+        with self._mu:
+            return self._expires_at
+
+    @property
+    def held(self) -> bool:
+        """True while the lease has not ended (it may still be past its
+        deadline until the keepalive notices; :meth:`check` is exact)."""
+        return not self.done.is_set()
+
+    def check(self) -> None:
+        """Raise :class:`fence.LeaseEndedError` if the lease has ended or its
+        local deadline has passed (declaring it lost then)."""
+        if not self.done.is_set() and time.monotonic() >= self.deadline:
+            self._end(LeaseExpiredError(self.resource, self.token, None), lost=True)
+        if self.done.is_set() or self._stop.is_set():
+            raise LeaseEndedError(self.resource, self.token, self.error)
+
+    def _end(self, error: Optional[FenceError], lost: bool) -> None:
+        with self._mu:
+            if self.done.is_set():
+                return
+            self.error = error
+            if lost:
+                self.lost.set()
+            self.done.set()
+
+    # -- keepalive ----------------------------------------------------------
+
+    def _start(self) -> None:
+        self._thread.start()
+
+    def _renew_once(self, until: float) -> None:
+        """Renew once, giving up at ``until`` (monotonic); on success move the
+        local deadline."""
+        sent = time.monotonic()
+        call = Call(until)
+        self._call = call
+        if self._stop.is_set():
+            call.cancel()
+        info = self._client.renew(self.resource, self.token, self.ttl, _call=call)
+        with self._mu:
+            self._expires_at = info.expires_at
+            self._deadline = sent + self.ttl - self.safety_margin
+
+    def _keepalive(self) -> None:
+        interval = self.ttl / 3
+        retry = max(self.ttl / 20, 0.001)
+        next_at = time.monotonic() + interval
+        last_err: Optional[BaseException] = None
+        while True:
+            wake = min(next_at, self.deadline)
+            if self._stop.wait(max(0.0, wake - time.monotonic())):
+                return
+            now = time.monotonic()
+            if now >= self.deadline:
+                # Also after this process was frozen: whichever timer fired,
+                # the deadline decides.
+                self._end(LeaseExpiredError(self.resource, self.token, last_err), lost=True)
+                return
+            if now < next_at:
+                continue
+            try:
+                self._renew_once(self.deadline)
+            except LeaseLostError as e:
+                if self._stop.is_set():
+                    return
+                self._end(e, lost=True)
+                return
+            except Exception as e:  # noqa: BLE001 - any failure is retried until the deadline
+                if self._stop.is_set():
+                    return
+                last_err = e
+                next_at = time.monotonic() + retry
+                continue
+            if self._stop.is_set():
+                return
+            last_err = None
+            next_at = time.monotonic() + interval
+
+    def release(self) -> None:
+        """Stop the renewals and release the lease. Returns once the lease is
+        no longer held: released now, or ended before. Raises the release's
+        error when its outcome is unknown (the lease then expires by its
+        TTL); calling it again resends the release."""
+        with self._release_mu:
+            self._stop.set()
+            call = self._call
+            if call is not None:
+                call.cancel()  # a renewal in flight gives up at once
+            if self._thread.is_alive() and self._thread is not threading.current_thread():
+                self._thread.join()
+            if self.done.is_set() and self.error is None or self.lost.is_set():
+                return
+            try:
+                self._client.release(self.resource, self.token)
+            except LeaseLostError:
+                pass
+            except FenceError as e:
+                with self._mu:
+                    self.error = e
+                    self.done.set()
+                raise
+            with self._mu:
+                self.error = None
+                self.done.set()
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    # -- storage through the lease -----------------------------------------
+
+    def put(
+        self,
+        key: str,
+        value: Union[bytes, str],
+        *,
+        if_match: Union[int, str, None] = None,
+        if_none_match: bool = False,
+    ) -> WriteResult:
+        """Store ``value`` under ``key`` in the lease's resource, with its
+        token and sequencer (see :meth:`fence.Client.put`)."""
+        self.check()
+        return self._client.put(
+            self.resource, key, value, self.token, if_match=if_match, if_none_match=if_none_match, sequencer=self.sequencer
+        )
+
+    def compare_and_swap(self, key: str, value: Union[bytes, str], revision: int) -> WriteResult:
+        """Store ``value`` only if ``key`` is at ``revision`` (0: only if it does
+        not exist); else :class:`fence.PreconditionFailedError`."""
+        if revision == 0:
+            return self.put(key, value, if_none_match=True)
+        return self.put(key, value, if_match=revision)
+
+    def get(self, key: str) -> Item:
+        """Read ``key`` of the lease's resource."""
+        return self._client.get(self.resource, key)
+
+    def delete(self, key: str, *, if_match: Union[int, str, None] = None) -> WriteResult:
+        """Delete ``key`` of the lease's resource, with its token."""
+        self.check()
+        return self._client.delete(self.resource, key, self.token, if_match=if_match, sequencer=self.sequencer)
+
+    def claim(self) -> int:
+        """Raise the resource's fence to the lease's token without writing, so
+        that any older holder is rejected from now on; return the fence."""
+        self.check()
+        return self._client.claim(self.resource, self.token, sequencer=self.sequencer)
+
+    def fence(self) -> int:
+        """The resource's last fence."""
+        return self._client.fence(self.resource)
+
+    def txn(
+        self,
+        compares: Iterable[Union[Compare, Mapping[str, Any]]] = (),
+        ops: Iterable[Union[Put, Delete, Mapping[str, Any]]] = (),
+        fences: Optional[Mapping[str, int]] = None,
+    ) -> int:
+        """Apply a txn with the lease's token as the fence of its resource;
+        ``fences`` of other resources (from other leases) are added as
+        given."""
+        self.check()
+        f = dict(fences or {})
+        f[self.resource] = self.token
+        return self._client.txn(f, compares, ops, sequencer=self.sequencer)
+
+    # -- stamping other services' requests ----------------------------------
+
+    def stamp(self, headers: Optional[MutableMapping[str, str]] = None) -> MutableMapping[str, str]:
+        """Add ``Fencing-Token`` (and ``Fence-Sequencer`` when the lease has
+        one) to ``headers`` (a new dict if None) and return it, for a write to
+        any service that checks fencing tokens. Raises
+        :class:`fence.LeaseEndedError` once the lease has ended."""
+        self.check()
+        if headers is None:
+            headers = {}
+        headers["Fencing-Token"] = str(self.token)
+        if self.sequencer:
+            headers["Fence-Sequencer"] = self.sequencer
+        return headers
+
+    def handler(self, methods: Optional[Collection[str]] = MUTATING_METHODS) -> "StampingHandler":
+        """A ``urllib.request`` handler that stamps the lease's token on the
+        requests of ``methods`` (default POST, PUT, PATCH, DELETE; None: every
+        request)."""
+        return StampingHandler(self, methods)
+
+    def opener(self, *handlers: urllib.request.BaseHandler, methods: Optional[Collection[str]] = MUTATING_METHODS) -> urllib.request.OpenerDirector:
+        """A ``urllib.request`` opener whose requests of ``methods`` carry the
+        lease's ``Fencing-Token`` and ``Fence-Sequencer``, and are refused
+        (:class:`fence.LeaseEndedError`, nothing sent) once it has ended::
+
+            opener = lease.opener()
+            opener.open(urllib.request.Request(url, data=b"...", method="PUT"))
+        """
+        return urllib.request.build_opener(self.handler(methods), *handlers)
+
+
+class StampingHandler(urllib.request.BaseHandler):
+    """A ``urllib.request`` pre-processor that adds a lease's Fencing-Token
+    and Fence-Sequencer to each request of ``methods`` (None: all), and
+    refuses them with :class:`fence.LeaseEndedError` after the lease has
+    ended. Other requests pass untouched."""
+
+    handler_order = 100  # before the handlers that send
+
+    def __init__(self, lease: Lease, methods: Optional[Collection[str]] = MUTATING_METHODS) -> None:
+        self.lease = lease
+        self.methods = None if methods is None else frozenset(m.upper() for m in methods)
+
+    def _stamp(self, req: urllib.request.Request) -> urllib.request.Request:
+        if self.methods is not None and req.get_method().upper() not in self.methods:
+            return req
+        for k, v in self.lease.stamp({}).items():
+            req.add_unredirected_header(k, v)
+        return req
+
+    http_request = _stamp
+    https_request = _stamp

@@ -1,0 +1,270 @@
+"""The values the fence API answers with, as dataclasses, and the helpers
+that check tokens and parse its timestamps."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import dataclass, field
+from typing import Any, List, Mapping, Optional, Union
+
+from .errors import InvalidTokenError
+
+__all__ = [
+    "MAX_TOKEN",
+    "LeaseInfo",
+    "LockStatus",
+    "LockInfo",
+    "LockPage",
+    "RevokeResult",
+    "WriteResult",
+    "Item",
+    "ClusterServer",
+    "ClusterStatus",
+    "Compare",
+    "Put",
+    "Delete",
+    "check_token",
+    "parse_time",
+]
+
+#: The largest valid fencing token, 2^63-1.
+MAX_TOKEN = (1 << 63) - 1
+
+_TIME = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def parse_time(s: str) -> _dt.datetime:
+    """Parse an RFC 3339 timestamp as the server writes it (UTC, up to nine
+    fractional digits) into an aware datetime; digits past microseconds are
+    truncated. Raises ValueError for anything else."""
+    if not isinstance(s, str):
+        raise ValueError("timestamp %r is not a string" % (s,))
+    m = _TIME.match(s)
+    if not m:
+        raise ValueError("timestamp %r is not RFC 3339" % (s,))
+    y, mo, d, h, mi, sec, frac, tz = m.groups()
+    us = int((frac or "0")[:6].ljust(6, "0"))
+    if tz in ("Z", "z"):
+        tzinfo = _dt.timezone.utc
+    else:
+        sign = 1 if tz[0] == "+" else -1
+        off = _dt.timedelta(hours=int(tz[1:3]), minutes=int(tz[4:6]))
+        tzinfo = _dt.timezone(sign * off)
+    return _dt.datetime(int(y), int(mo), int(d), int(h), int(mi), int(sec), us, tzinfo=tzinfo)
+
+
+def check_token(token: Any, what: str = "token") -> int:
+    """Return ``token`` if it is a valid fencing token, a Python int in
+    1..2^63-1 (bool excluded); else raise :class:`InvalidTokenError` without
+    sending anything."""
+    if isinstance(token, bool) or not isinstance(token, int):
+        raise InvalidTokenError("%s %r is not an int" % (what, token))
+    if not 1 <= token <= MAX_TOKEN:
+        raise InvalidTokenError("%s %d is not in 1..2^63-1" % (what, token))
+    return token
+
+
+def _opt_time(v: Any) -> Optional[_dt.datetime]:
+    if v is None or v == "":
+        return None
+    return parse_time(v)
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """A lease as the server describes it, the answer to acquire and renew.
+    ``ttl`` is in seconds; ``sequencer`` is None when the server signs
+    nothing."""
+
+    resource: str
+    holder: str
+    token: int
+    ttl: float
+    expires_at: _dt.datetime
+    sequencer: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "LeaseInfo":
+        """Build it from the API's JSON object."""
+        return cls(
+            resource=d["resource"],
+            holder=d["holder"],
+            token=d["token"],
+            ttl=d["ttl_ms"] / 1000.0,
+            expires_at=parse_time(d["expires_at"]),
+            sequencer=d.get("sequencer") or None,
+        )
+
+
+@dataclass(frozen=True)
+class LockStatus:
+    """GET /v1/locks/{resource}: whether the lock is held, by whom, and the
+    highest token issued for the resource. ``holder``, ``token`` and
+    ``expires_at`` are None while it is free."""
+
+    resource: str
+    held: bool
+    last_token: int
+    holder: Optional[str] = None
+    token: Optional[int] = None
+    expires_at: Optional[_dt.datetime] = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "LockStatus":
+        """Build it from the API's JSON object."""
+        return cls(
+            resource=d["resource"],
+            held=bool(d["held"]),
+            last_token=d.get("last_token", 0),
+            holder=d.get("holder") or None,
+            token=d.get("token") or None,
+            expires_at=_opt_time(d.get("expires_at")),
+        )
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """One held lock of a listing (GET /v1/locks); ``waiters`` counts the
+    acquires waiting for it."""
+
+    resource: str
+    holder: str
+    token: int
+    expires_at: _dt.datetime
+    waiters: int = 0
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "LockInfo":
+        """Build it from the API's JSON object."""
+        return cls(
+            resource=d["resource"],
+            holder=d["holder"],
+            token=d["token"],
+            expires_at=parse_time(d["expires_at"]),
+            waiters=d.get("waiters", 0),
+        )
+
+
+@dataclass(frozen=True)
+class LockPage:
+    """One page of a listing; ``next`` is the ``after`` of the next page,
+    None on the last."""
+
+    locks: List[LockInfo]
+    next: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class RevokeResult:
+    """The answer to a revoke: the token of the lease it ended (0 if the
+    resource was free) and the resource's new last fence."""
+
+    resource: str
+    revoked_token: int
+    last_fence: int
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """The answer to a put or delete: the write's store revision and the
+    resource's fence after it (for a delete, the token presented)."""
+
+    resource: str
+    key: str
+    revision: int
+    fence: int
+
+
+@dataclass(frozen=True)
+class Item:
+    """A stored value: its bytes, its revision (the ETag) and the token of
+    the write that stored it."""
+
+    resource: str
+    key: str
+    value: bytes
+    revision: int
+    token: int
+
+
+@dataclass(frozen=True)
+class ClusterServer:
+    """One server of a cluster: its advertise URL ("" for an embedded
+    store's) and role."""
+
+    url: str
+    role: str
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """GET /v1/cluster: this server's role, the leader's URL ("" while none
+    leads), the writer epoch, the store's engine and the servers."""
+
+    role: str
+    leader: str
+    epoch: int
+    store: str
+    servers: List[ClusterServer] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ClusterStatus":
+        """Build it from the API's JSON object."""
+        return cls(
+            role=d.get("role", ""),
+            leader=d.get("leader", ""),
+            epoch=d.get("epoch", 0),
+            store=d.get("store", ""),
+            servers=[ClusterServer(url=s.get("url", ""), role=s.get("role", "")) for s in d.get("servers") or []],
+        )
+
+
+@dataclass(frozen=True)
+class Compare:
+    """A txn compare: ``resource``/``key`` is at ``revision`` (0: absent)."""
+
+    resource: str
+    key: str
+    revision: int
+
+    def to_json(self) -> dict:
+        """The API's JSON object."""
+        return {"resource": self.resource, "key": self.key, "revision": self.revision}
+
+
+@dataclass(frozen=True)
+class Put:
+    """A txn op that stores ``value`` (bytes are sent as ``value_base64``,
+    str as ``value``) under ``resource``/``key``."""
+
+    resource: str
+    key: str
+    value: Union[bytes, str]
+
+    def to_json(self) -> dict:
+        """The API's JSON object."""
+        import base64
+
+        if isinstance(self.value, str):
+            return {"op": "put", "resource": self.resource, "key": self.key, "value": self.value}
+        return {
+            "op": "put",
+            "resource": self.resource,
+            "key": self.key,
+            "value_base64": base64.b64encode(bytes(self.value)).decode("ascii"),
+        }
+
+
+@dataclass(frozen=True)
+class Delete:
+    """A txn op that deletes ``resource``/``key``."""
+
+    resource: str
+    key: str
+
+    def to_json(self) -> dict:
+        """The API's JSON object."""
+        return {"op": "delete", "resource": self.resource, "key": self.key}

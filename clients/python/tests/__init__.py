@@ -1,0 +1,1 @@
+"""Tests of the fence Python client, against real fence servers."""

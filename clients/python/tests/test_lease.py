@@ -1,0 +1,238 @@
+"""The Lease: keepalive, local loss by the monotonic clock, release, and
+the stamping adapter."""
+
+from __future__ import annotations
+
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+import fence
+
+from .fenceserver import FenceServer
+
+
+class LeaseTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = FenceServer()
+        cls.addClassCleanup(cls.server.stop)
+        cls.client = fence.Client(cls.server.addr, timeout=5)
+
+
+    def test_renews_past_its_ttl(self) -> None:
+        lease = self.client.acquire("renewing", ttl=0.6)
+        try:
+            first = lease.expires_at
+            time.sleep(1.5)  # well past the TTL: only renewals keep it
+            self.assertTrue(lease.held, lease.error)
+            self.assertGreater(lease.expires_at, first)
+            self.assertGreater(lease.deadline, time.monotonic())
+            st = self.client.status("renewing")
+            self.assertTrue(st.held)
+            self.assertEqual(st.token, lease.token)
+            lease.put("k", "v")
+        finally:
+            lease.release()
+        self.assertTrue(lease.done.is_set())
+        self.assertFalse(lease.lost.is_set())
+        self.assertIsNone(lease.error)
+        self.assertFalse(self.client.status("renewing").held)
+        lease.release()  # again: a no-op
+
+    def test_lost_locally_while_the_server_is_frozen(self) -> None:
+        ttl = 1.0
+        sent = time.monotonic()
+        lease = self.client.acquire("frozen", ttl=ttl)
+        try:
+            self.assertLessEqual(lease.deadline, sent + ttl - ttl / 10 + 0.05)
+            self.server.pause()
+            try:
+                lost = lease.lost.wait(ttl + 1)
+                at = time.monotonic()
+                self.assertTrue(lost, "the lease did not declare itself lost")
+                # Before the TTL ran out by the local clock, counted from
+                # before the acquire was sent.
+                self.assertLess(at, sent + ttl, "lost at +%.3fs, TTL %.1fs" % (at - sent, ttl))
+                self.assertIsInstance(lease.error, fence.LeaseExpiredError)
+                self.assertTrue(lease.done.is_set())
+                self.assertTrue(fence.is_lost(lease.error))
+            finally:
+                self.server.resume()
+            # Writes through a lost lease are refused without being sent.
+            with self.assertRaises(fence.LeaseEndedError) as cm:
+                lease.put("k", b"v")
+            self.assertIs(cm.exception.reason, lease.error)
+            with self.assertRaises(fence.LeaseEndedError):
+                lease.stamp()
+        finally:
+            lease.release()
+        self.assertTrue(self.client.ready())
+
+    def test_lease_lost_answer_ends_it_at_once(self) -> None:
+        lease = self.client.acquire("revoked", ttl=1.5)
+        rv = self.client.revoke("revoked")
+        self.assertEqual(rv.revoked_token, lease.token)
+        self.assertGreater(rv.last_fence, lease.token)
+        # The next renewal (at ttl/3) hears lease_lost.
+        self.assertTrue(lease.lost.wait(1.5))
+        self.assertIsInstance(lease.error, fence.LeaseLostError)
+        self.assertEqual(lease.error.presented, lease.token)
+        lease.release()  # nothing to release; no error
+
+    def test_lock_context_manager(self) -> None:
+        with self.client.lock("ctx", ttl=5) as lease:
+            self.assertEqual(self.client.status("ctx").token, lease.token)
+            lease.put("a", b"1")
+            lease.compare_and_swap("b", b"2", 0)
+            with self.assertRaises(fence.PreconditionFailedError):
+                lease.compare_and_swap("b", b"3", 0)
+            rev = lease.get("b").revision
+            lease.compare_and_swap("b", b"3", rev)
+            self.assertEqual(lease.claim(), lease.token)
+            lease.delete("a")
+        self.assertFalse(self.client.status("ctx").held)
+
+        # The block's exception propagates, and the lease is released.
+        with self.assertRaises(ZeroDivisionError):
+            with self.client.lock("ctx", ttl=5):
+                1 / 0
+        self.assertFalse(self.client.status("ctx").held)
+
+        # A lease lost while the block ran is raised on leaving it.
+        with self.assertRaises(fence.LeaseLostError):
+            with self.client.lock("ctx", ttl=0.9) as lease:
+                self.client.revoke("ctx")
+                lease.lost.wait(2)
+
+    def test_wait_for_the_lock(self) -> None:
+        first = self.client.acquire("queue", ttl=5)
+        got = []
+
+        def waiter() -> None:
+            with self.client.lock("queue", ttl=5, wait=5) as l2:
+                got.append(l2.token)
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        time.sleep(0.3)
+        self.assertEqual(got, [])
+        first.release()
+        t.join(10)
+        self.assertEqual(got, [first.token + 1])
+
+        with self.assertRaises(fence.LockHeldError):
+            with self.client.lock("queue", ttl=5):
+                with self.client.lock("queue", ttl=5, wait=0.2):
+                    pass
+
+    def test_bad_safety_margin(self) -> None:
+        for m in (-1, 2, 3):
+            with self.assertRaises(ValueError):
+                self.client.acquire("margin", ttl=2, safety_margin=m)
+        lease = self.client.acquire("margin", ttl=2, safety_margin=0.5)
+        self.assertAlmostEqual(lease.deadline - time.monotonic(), 1.5, delta=0.3)
+        lease.release()
+
+    def test_txn_through_the_lease(self) -> None:
+        other = self.client.acquire("txn-b", ttl=5)
+        with self.client.lock("txn-a", ttl=5) as lease:
+            rev = lease.txn(
+                ops=[fence.Put("txn-a", "x", b"\x00\xff"), fence.Put("txn-b", "y", "text")],
+                fences={"txn-b": other.token},
+            )
+            self.assertEqual(self.client.get("txn-a", "x").revision, rev)
+            self.assertEqual(self.client.get("txn-a", "x").value, b"\x00\xff")
+            self.assertEqual(self.client.get("txn-b", "y").value, b"text")
+            with self.assertRaises(fence.PreconditionFailedError):
+                lease.txn(compares=[fence.Compare("txn-a", "x", rev + 100)], ops=[fence.Delete("txn-a", "x")])
+            lease.txn(compares=[fence.Compare("txn-a", "x", rev)], ops=[fence.Delete("txn-a", "x")])
+            with self.assertRaises(fence.NotFoundError):
+                self.client.get("txn-a", "x")
+        other.release()
+
+
+class StampingTest(unittest.TestCase):
+    """The stamping adapter, against a service that checks tokens: the fence
+    server's own storage, written through urllib."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = FenceServer()
+        cls.addClassCleanup(cls.server.stop)
+        cls.client = fence.Client(cls.server.addr)
+
+
+    def url(self, resource: str, key: str) -> str:
+        return "%s/v1/kv/%s/%s" % (self.server.addr, resource, key)
+
+    def test_stamp_headers(self) -> None:
+        with self.client.lock("stamp", ttl=5) as lease:
+            h = {"X-Other": "1"}
+            out = lease.stamp(h)
+            self.assertIs(out, h)
+            self.assertEqual(h, {"X-Other": "1", "Fencing-Token": str(lease.token)})
+            self.assertNotIn("Fence-Sequencer", lease.stamp())
+
+    def test_opener_stamps_writes(self) -> None:
+        old = self.client.acquire_raw("stamp-o", "old", ttl=0.2)
+        time.sleep(0.3)
+        with self.client.lock("stamp-o", ttl=5) as lease:
+            opener = lease.opener()
+            req = urllib.request.Request(self.url("stamp-o", "report"), data=b"done", method="PUT")
+            with opener.open(req, timeout=5) as resp:
+                self.assertEqual(resp.status, 200)
+            item = self.client.get("stamp-o", "report")
+            self.assertEqual((item.value, item.token), (b"done", lease.token))
+            # A GET is not stamped (and needs no token).
+            with opener.open(self.url("stamp-o", "report"), timeout=5) as resp:
+                self.assertEqual(resp.read(), b"done")
+            # Without the adapter the service refuses the write...
+            with self.assertRaises(urllib.error.HTTPError) as cm:
+                urllib.request.urlopen(urllib.request.Request(self.url("stamp-o", "x"), data=b"x", method="PUT"), timeout=5)
+            self.assertEqual(cm.exception.code, 428)
+            # ...and an adapter of the stale lease is fenced.
+            stale = urllib.request.build_opener(_StaticStamp(old.token))
+            with self.assertRaises(urllib.error.HTTPError) as cm:
+                stale.open(urllib.request.Request(self.url("stamp-o", "report"), data=b"stale", method="PUT"), timeout=5)
+            self.assertEqual(cm.exception.code, 409)
+            err = fence.problem_error(cm.exception.code, cm.exception.read(), dict(cm.exception.headers))
+            self.assertIsInstance(err, fence.FencedError)
+            self.assertEqual(err.presented, old.token)
+        # After release the adapter refuses to send.
+        with self.assertRaises(fence.LeaseEndedError):
+            opener.open(urllib.request.Request(self.url("stamp-o", "report"), data=b"late", method="PUT"), timeout=5)
+        self.assertEqual(self.client.get("stamp-o", "report").value, b"done")
+
+    def test_opener_all_methods(self) -> None:
+        with self.client.lock("stamp-all", ttl=5) as lease:
+            seen = {}
+
+            class Capture(urllib.request.BaseHandler):
+                handler_order = 900
+
+                def http_request(self, req: urllib.request.Request) -> urllib.request.Request:
+                    seen.update({k.lower(): v for k, v in req.header_items()})
+                    return req
+
+            opener = lease.opener(Capture(), methods=None)
+            try:
+                opener.open(self.url("stamp-all", "missing"), timeout=5)
+            except urllib.error.HTTPError as e:
+                self.assertEqual(e.code, 404)
+            self.assertEqual(seen.get("fencing-token"), str(lease.token))
+
+
+class _StaticStamp(urllib.request.BaseHandler):
+    def __init__(self, token: int) -> None:
+        self.token = token
+
+    def http_request(self, req: urllib.request.Request) -> urllib.request.Request:
+        req.add_unredirected_header("Fencing-Token", str(self.token))
+        return req
+
+
+if __name__ == "__main__":
+    unittest.main()

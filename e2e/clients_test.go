@@ -1,0 +1,45 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// requireTool returns the path of the program name, or skips t without it
+// (fails it with FENCE_REQUIRE_SERVERS=1, as CI runs).
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("FENCE_REQUIRE_SERVERS") == "1" {
+			t.Fatalf("%s is not installed", name)
+		}
+		t.Skipf("%s is not installed", name)
+	}
+	return path
+}
+
+// runSuite runs a client's own test suite in dir against the fence binary
+// of this package's tests, and fails t if it fails.
+func runSuite(t *testing.T, dir string, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "FENCE_BIN="+binary)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v in %s: %v\n%s", name, args, dir, err, out)
+	}
+	if testing.Verbose() {
+		t.Logf("%s", out)
+	}
+}
+
+// TestPythonClient runs the Python client's tests (standard unittest)
+// against real fence servers that they start themselves.
+func TestPythonClient(t *testing.T) {
+	python := requireTool(t, "python3")
+	runSuite(t, filepath.Join("..", "clients", "python"), python, "-m", "unittest", "discover", "-s", "tests", "-t", ".")
+}
