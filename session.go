@@ -41,11 +41,12 @@ type Session struct {
 	mu       sync.Mutex // guards lease.Expires and deadline
 	deadline time.Time  // local: the lease is surely held before it
 
-	stopOnce sync.Once
-	stopC    chan struct{}
-	loopCtx  context.Context // for renewals; cancelled by Release
-	loopStop context.CancelFunc
-	loopDone chan struct{}
+	stopOnce   sync.Once
+	expireOnce sync.Once // arms the local deadline after a failed Release
+	stopC      chan struct{}
+	loopCtx    context.Context // for renewals; cancelled by Release
+	loopStop   context.CancelFunc
+	loopDone   chan struct{}
 }
 
 // SessionOption configures NewSession.
@@ -174,7 +175,9 @@ func (s *Session) Err() error {
 
 // Release stops the renewals and releases the lease. It returns nil when the
 // lease is no longer held — released now, or ended before (see Err) — and an
-// error when the release's outcome is unknown (the lease then expires by its TTL).
+// error when the release's outcome is unknown: the lease then expires by its
+// TTL, and the session ends with ErrLeaseExpired at its local deadline, as
+// if the server were unreachable. Release may be called again to retry.
 func (s *Session) Release(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		close(s.stopC)
@@ -186,6 +189,16 @@ func (s *Session) Release(ctx context.Context) error {
 	}
 	err := s.locker.Release(ctx, s.lease.Resource, s.lease.Token)
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
+		// Perhaps still held, and no longer renewed: the session ends at
+		// its local deadline, as with an unreachable server, so that work
+		// under Context stops before the server's lease can run out.
+		s.mu.Lock()
+		deadline := s.deadline
+		s.mu.Unlock()
+		s.expireOnce.Do(func() {
+			cause := fmt.Errorf("%w (the release failed: %w)", ErrLeaseExpired, err)
+			time.AfterFunc(time.Until(deadline), func() { s.cancel(cause) })
+		})
 		return err
 	}
 	s.cancel(ErrReleased)

@@ -101,6 +101,43 @@ func TestSession_ExpiresLocally(t *testing.T) {
 	})
 }
 
+// failingRelease fails every release, as a server that cannot be reached.
+type failingRelease struct{ fence.Locker }
+
+func (failingRelease) Release(ctx context.Context, resource string, token fence.Token) error {
+	return errDown
+}
+
+// TestSession_FailedRelease checks that a session whose release failed,
+// no longer renewed, still ends at its local deadline: work under its
+// Context must not outlive the server's lease.
+func TestSession_FailedRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		locker := failingRelease{newLocker(t)}
+		s, err := fence.NewSession(t.Context(), locker, "r", fence.WithTTL(10*time.Second), fence.WithSafetyMargin(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := s.Release(t.Context()); !errors.Is(err, errDown) {
+			t.Fatalf("Release = %v, want the locker's error", err)
+		}
+		if s.Err() != nil {
+			t.Fatalf("Err = %v right after a failed release, want nil: the lease may still be held", s.Err())
+		}
+		<-s.Done()
+		if ended := time.Since(start); ended != 9*time.Second {
+			t.Fatalf("ended %v after the failed release, want 9s (TTL - margin)", ended)
+		}
+		if !errors.Is(s.Err(), fence.ErrLeaseExpired) {
+			t.Fatalf("Err = %v, want ErrLeaseExpired", s.Err())
+		}
+		if err := s.Release(t.Context()); err != nil {
+			t.Fatalf("Release after the end = %v, want nil", err)
+		}
+	})
+}
+
 func TestSession_LeaseLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		locker := newLocker(t)
