@@ -79,6 +79,7 @@ func apiSend(t *testing.T, method, url string, body io.Reader, header http.Heade
 			req.Header.Add(k, v)
 		}
 	}
+	sent := apiSent(req) // for the OpenAPI check (openapi_test.go)
 	resp, err := apiClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
@@ -88,7 +89,9 @@ func apiSend(t *testing.T, method, url string, body io.Reader, header http.Heade
 	if err != nil {
 		t.Fatalf("%s %s: reading the body: %v", method, url, err)
 	}
-	return apiResp{status: resp.StatusCode, header: resp.Header, body: b}
+	r := apiResp{status: resp.StatusCode, header: resp.Header, body: b}
+	apiCheckOpenAPI(t, req, sent(), r)
+	return r
 }
 
 // apiHdr builds a header from name, value pairs; a name may repeat and a

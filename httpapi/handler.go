@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/docs"
 	"github.com/fence-lock/fence/wire"
 )
 
@@ -18,6 +20,12 @@ import (
 // Locker or the Store, which answer the rest (token_not_issued, fenced,
 // precondition_failed, not_found). So a rejected request never reaches a
 // mutating method.
+
+// openAPI answers GET /v1/openapi.json: the API's OpenAPI 3.1 document.
+func (s *Server) openAPI(c *call, _ match) error {
+	c.writeRaw(bytes.TrimSpace(docs.OpenAPIJSON))
+	return nil
+}
 
 func (s *Server) keys(c *call, _ match) error {
 	keys := s.Keys
@@ -188,10 +196,7 @@ func (s *Server) release(c *call, m match) error {
 // addition to API.md: it ends the current lease, if any, and raises the
 // resource's fence to a new token issued to nobody, so that the old holder is
 // fenced at once. It answers 404 not_found if the Locker is not a
-// fence.Revoker.
-//
-// It is an admin action, but the route is UNPROTECTED until authorisation
-// (an admin permission) lands: anyone who can reach the server can revoke.
+// fence.Revoker. It needs the admin permission.
 func (s *Server) revoke(c *call, m match) error {
 	body, err := c.readBody(maxJSONBody)
 	if err != nil {

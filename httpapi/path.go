@@ -87,6 +87,7 @@ var (
 	routeMetrics = localRoute("/metrics", read(metricsAccess, permAdmin, (*Server).serveMetrics))
 	routeCluster = localRoute("/v1/cluster", read(anyValid, permRead, (*Server).cluster))
 	routeKeys    = localRoute("/v1/keys", read(open, "", (*Server).keys))
+	routeOpenAPI = localRoute("/v1/openapi.json", read(open, "", (*Server).openAPI))
 	routeLocks   = newRoute("/v1/locks", read(anyValid, permRead, (*Server).listLocks))
 	routeLock    = newRoute("/v1/locks/{resource}", read(onResource, permRead, (*Server).lockStatus))
 	routeAcquire = newRoute("/v1/locks/{resource}/acquire", map[string]method{"POST": {perm: permLock, serve: (*Server).acquire}})
@@ -109,7 +110,7 @@ var (
 	routeTxn = newRoute("/v1/txn", map[string]method{"POST": {access: anyValid, perm: permWrite, op: "txn", serve: (*Server).txn}})
 
 	routes = []*route{
-		routeHealthz, routeReadyz, routeMetrics, routeCluster, routeKeys,
+		routeHealthz, routeReadyz, routeMetrics, routeCluster, routeKeys, routeOpenAPI,
 		routeLocks, routeLock, routeAcquire, routeRenew, routeRelease, routeRevoke, routeWatch,
 		routeKV, routeFences, routeTxn,
 	}
@@ -151,6 +152,8 @@ func matchPath(p string) (match, bool) {
 		return match{route: routeTxn}, true
 	case "v1/keys":
 		return match{route: routeKeys}, true
+	case "v1/openapi.json":
+		return match{route: routeOpenAPI}, true
 	case "v1/cluster":
 		return match{route: routeCluster}, true
 	case "v1/locks":
