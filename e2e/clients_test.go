@@ -43,3 +43,16 @@ func TestPythonClient(t *testing.T) {
 	python := requireTool(t, "python3")
 	runSuite(t, filepath.Join("..", "clients", "python"), python, "-m", "unittest", "discover", "-s", "tests", "-t", ".")
 }
+// TestTypeScriptClient builds the TypeScript client and runs its tests
+// under Node against real fence servers that they start themselves. Its
+// dev dependencies (the compiler) come from the committed lockfile: npm ci
+// when they are not installed yet.
+func TestTypeScriptClient(t *testing.T) {
+	npm := requireTool(t, "npm")
+	requireTool(t, "node")
+	dir := filepath.Join("..", "clients", "typescript")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
+		runSuite(t, dir, npm, "ci", "--no-audit", "--no-fund")
+	}
+	runSuite(t, dir, npm, "test")
+}

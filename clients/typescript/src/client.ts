@@ -1,0 +1,589 @@
+// The client of a fence server (or of the servers of a cluster).
+
+import { ProtocolError } from "./errors.js";
+import { parseJSON, stringifyJSON, type JSONValue } from "./json.js";
+import { Lease, type AcquireOptions } from "./lease.js";
+import { parseToken, toRevisionOrZero, toToken, type TokenLike } from "./token.js";
+import {
+  DEFAULT_RETRY_FOR_MS,
+  DEFAULT_TIMEOUT_MS,
+  Transport,
+  parseAddrs,
+  type Answer,
+  type FetchFunction,
+  type Request_,
+} from "./transport.js";
+import { Watcher, type WatchOptions } from "./watch.js";
+
+/** The members of the API's answers that are tokens, revisions or epochs: read as bigint. */
+export const RESPONSE_BIGINTS: ReadonlySet<string> = new Set([
+  "token", "last_fence", "last_token", "presented", "current", "revision", "epoch", "fence", "revoked_token",
+]);
+
+/** Options of a Client. */
+export interface ClientOptions {
+  /** Sent as "Authorization: Bearer <authToken>" with every request. */
+  authToken?: string;
+  /**
+   * How long one attempt of a call may take before it is abandoned, in
+   * milliseconds (an acquire adds its wait). An attempt that times out has an
+   * unknown outcome: it is retried only if the call is safe to repeat.
+   * Default 30000; 0 means no timeout.
+   */
+  timeoutMs?: number;
+  /** The fetch function to send with. Default: globalThis.fetch. */
+  fetch?: FetchFunction;
+  /** How long after a call began a retry may still start. Default 15000; 0 disables retries. */
+  retryForMs?: number;
+  /** Caps how many times one call is resent after its first attempt; negative (the default) sets no cap. */
+  retries?: number;
+  /** The wait before a retry, doubled for each next one (with jitter), at most 1 s. Default 50. */
+  backoffMs?: number;
+}
+
+/** Options every call takes. */
+export interface CallOptions {
+  /** Aborts the call (its retries too); the call then rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/** A lease as the server describes it. */
+export interface LeaseInfo {
+  resource: string;
+  holder: string;
+  token: bigint;
+  ttlMs: number;
+  expiresAt: Date;
+  /** The signed sequencer of the grant; undefined if the server signs nothing. */
+  sequencer?: string;
+}
+
+/** The status of a lock, from GET /v1/locks/{resource}. */
+export interface LockStatus {
+  resource: string;
+  held: boolean;
+  /** Set only while held. */
+  holder?: string;
+  token?: bigint;
+  expiresAt?: Date;
+  /** The highest token issued for the resource, 0n if none. */
+  lastToken: bigint;
+}
+
+/** One held lock of a listing. */
+export interface ListedLock {
+  resource: string;
+  holder: string;
+  token: bigint;
+  expiresAt: Date;
+  /** The acquires waiting for it. */
+  waiters: number;
+}
+
+/** One page of GET /v1/locks. */
+export interface ListPage {
+  locks: ListedLock[];
+  /** The `after` of the next page; undefined on the last page. */
+  next?: string;
+}
+
+/** Options of a listing. */
+export interface ListOptions extends CallOptions {
+  /** Only the locks whose resource starts with it. */
+  prefix?: string;
+  /** Only the locks after it, in byte order. */
+  after?: string;
+  /** At most this many per page (1..1000; default: the server's, 100). */
+  limit?: number;
+}
+
+/** The answer to a revoke. */
+export interface RevokeResult {
+  resource: string;
+  /** The token of the lease revoked, 0n if the resource was free. */
+  revokedToken: bigint;
+  /** The resource's fence after the revoke. */
+  lastFence: bigint;
+}
+
+/** What a server knows of its cluster, from GET /v1/cluster. */
+export interface ClusterStatus {
+  role: "leader" | "standby" | string;
+  leader: string;
+  epoch: bigint;
+  store: string;
+  servers: { url: string; role: string }[];
+}
+
+/** A public key that verifies sequencers, as GET /v1/keys serves it (an RFC 8037 JWK). */
+export interface PublicKeyJWK {
+  kty: string;
+  crv: string;
+  alg?: string;
+  kid: string;
+  x: string;
+}
+
+/** A value to store: bytes, or a string (stored as its UTF-8). */
+export type Value = string | Uint8Array | ArrayBuffer;
+
+/** Options of a storage write. */
+export interface WriteOptions extends CallOptions {
+  /** Write only if the key is at this revision, or, with "*", only if it exists (If-Match). */
+  ifMatch?: TokenLike | "*";
+  /** With "*": write only if the key does not exist (If-None-Match: *). */
+  ifNoneMatch?: "*";
+  /** Sent as Fence-Sequencer, next to Fencing-Token. */
+  sequencer?: string;
+}
+
+/** The answer to a put. */
+export interface PutResult {
+  resource: string;
+  key: string;
+  revision: bigint;
+  /** The resource's fence after the write. */
+  fence: bigint;
+}
+
+/** The answer to a delete. */
+export interface DeleteResult {
+  resource: string;
+  key: string;
+  revision: bigint;
+}
+
+/** The answer to a claim. */
+export interface ClaimResult {
+  resource: string;
+  lastFence: bigint;
+}
+
+/** A stored value. */
+export interface Item {
+  resource: string;
+  key: string;
+  value: Uint8Array;
+  /** The revision of the write that stored it (the ETag). */
+  revision: bigint;
+  /** The token of the write that stored it. */
+  token: bigint;
+  /** The value decoded as UTF-8. */
+  text(): string;
+}
+
+/** A compare of a txn: the key must be at revision (0: absent). */
+export interface TxnCompare {
+  resource: string;
+  key: string;
+  revision: TokenLike;
+}
+
+/** An operation of a txn. */
+export type TxnOp =
+  | { op: "put"; resource: string; key: string; value: Value }
+  | { op: "delete"; resource: string; key: string };
+
+/** A transaction: several keys, several resources, all or nothing. */
+export interface Txn {
+  /** The fencing token presented for each resource; each is checked and raised. */
+  fences?: Record<string, TokenLike> | Map<string, TokenLike>;
+  if?: TxnCompare[];
+  then?: TxnOp[];
+}
+
+const utf8 = new TextEncoder();
+
+/** Returns v as the bytes to send. */
+export function valueBytes(v: Value): Uint8Array {
+  if (typeof v === "string") return utf8.encode(v);
+  if (v instanceof Uint8Array) return v;
+  if (v instanceof ArrayBuffer) return new Uint8Array(v);
+  throw new TypeError("fence: a value must be a string, a Uint8Array or an ArrayBuffer");
+}
+
+/** /v1/locks/{resource}{suffix}, the resource as one escaped segment. */
+function lockPath(resource: string, suffix = ""): string {
+  return "/v1/locks/" + seg(resource) + suffix;
+}
+
+function kvPath(resource: string, key: string): string {
+  return "/v1/kv/" + seg(resource) + "/" + String(key).split("/").map(seg).join("/");
+}
+
+/**
+ * One escaped path segment. "." and ".." (and their %2e forms) cannot be sent:
+ * URL parsers (WHATWG URL, so fetch) resolve them, which would address
+ * another path; they are refused with a TypeError before sending.
+ */
+function seg(s: string): string {
+  if (typeof s !== "string") throw new TypeError("fence: names must be strings");
+  if (s === "." || s === "..") throw new TypeError(`fence: ${JSON.stringify(s)} cannot be sent as a path segment (URLs resolve it)`);
+  return encodeURIComponent(s);
+}
+
+function decode(ans: Answer, what: string): Record<string, JSONValue> {
+  let v: JSONValue;
+  try {
+    v = parseJSON(new TextDecoder().decode(ans.body), { bigints: RESPONSE_BIGINTS });
+  } catch (e) {
+    throw new ProtocolError(`fence: ${what}: decoding the answer: ${(e as Error).message}`, e);
+  }
+  if (v === null || typeof v !== "object" || Array.isArray(v)) throw new ProtocolError(`fence: ${what}: the answer is not a JSON object`);
+  return v;
+}
+
+const bigOf = (o: Record<string, JSONValue>, k: string, what: string, optional = false): bigint => {
+  const v = o[k];
+  if (typeof v === "bigint") return v;
+  if (v === undefined && optional) return 0n;
+  throw new ProtocolError(`fence: ${what}: member ${k} is not an integer`);
+};
+const strOf = (o: Record<string, JSONValue>, k: string, what: string, optional = false): string => {
+  const v = o[k];
+  if (typeof v === "string") return v;
+  if (v === undefined && optional) return "";
+  throw new ProtocolError(`fence: ${what}: member ${k} is not a string`);
+};
+const numOf = (o: Record<string, JSONValue>, k: string, what: string): number => {
+  const v = o[k];
+  if (typeof v === "number") return v;
+  if (typeof v === "bigint") return Number(v);
+  throw new ProtocolError(`fence: ${what}: member ${k} is not a number`);
+};
+const dateOf = (o: Record<string, JSONValue>, k: string, what: string): Date => {
+  const s = strOf(o, k, what);
+  const d = new Date(s);
+  if (Number.isNaN(d.getTime())) throw new ProtocolError(`fence: ${what}: ${k} ${JSON.stringify(s)} is not a time`);
+  return d;
+};
+
+function leaseOf(o: Record<string, JSONValue>, what: string): LeaseInfo {
+  const l: LeaseInfo = {
+    resource: strOf(o, "resource", what),
+    holder: strOf(o, "holder", what),
+    token: bigOf(o, "token", what),
+    ttlMs: numOf(o, "ttl_ms", what),
+    expiresAt: dateOf(o, "expires_at", what),
+  };
+  if (typeof o.sequencer === "string" && o.sequencer !== "") l.sequencer = o.sequencer;
+  return l;
+}
+
+function condHeaders(token: TokenLike, opts: WriteOptions | undefined, withCond: boolean): Record<string, string> {
+  const h: Record<string, string> = { "Fencing-Token": toToken(token).toString() };
+  if (withCond && opts?.ifMatch !== undefined) {
+    h["If-Match"] = opts.ifMatch === "*" ? "*" : `"${toToken(opts.ifMatch, "ifMatch revision")}"`;
+  }
+  if (withCond && opts?.ifNoneMatch !== undefined) {
+    if (opts.ifNoneMatch !== "*") throw new TypeError('fence: ifNoneMatch must be "*"');
+    h["If-None-Match"] = "*";
+  }
+  if (opts?.sequencer) h["Fence-Sequencer"] = opts.sequencer;
+  return h;
+}
+
+function bytesToBase64(b: Uint8Array): string {
+  let s = "";
+  for (let i = 0; i < b.length; i += 0x8000) s += String.fromCharCode(...b.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+/**
+ * A client of a fence server: `new Client("http://127.0.0.1:7700")`, or of the
+ * servers of a cluster, their base URLs separated by commas
+ * ("http://a:7700,http://b:7700"). It sends every call to its current address
+ * and stays there while that server answers; after a transport error or a
+ * 503 it moves on to the next address, round robin.
+ *
+ * Calls that are safe to repeat (reads, acquire, renew, release, claim, a put
+ * without a condition) are retried after a transport error or a 503 until
+ * they get another answer, their signal aborts, or retryForMs has passed since
+ * the call began. The others (txn, a conditional put, delete, revoke) are
+ * resent only when the request certainly did not take effect: no connection
+ * could be made, or the server answered 503 not_leader. After any other
+ * transport error or 503 their outcome is unknown (see isAmbiguous).
+ */
+export class Client {
+  readonly #t: Transport;
+
+  constructor(addr: string, options: ClientOptions = {}) {
+    const f = options.fetch ?? (globalThis.fetch?.bind(globalThis) as FetchFunction | undefined);
+    if (typeof f !== "function") throw new TypeError("fence: no fetch function: pass options.fetch");
+    if (options.authToken !== undefined && !/^[\x21-\x7e]+$/.test(options.authToken)) {
+      throw new TypeError("fence: authToken must be printable ASCII without spaces");
+    }
+    const num = (v: number | undefined, d: number, name: string): number => {
+      if (v === undefined) return d;
+      if (typeof v !== "number" || Number.isNaN(v)) throw new TypeError(`fence: ${name} must be a number`);
+      return v;
+    };
+    this.#t = new Transport(parseAddrs(addr), {
+      authToken: options.authToken,
+      timeoutMs: num(options.timeoutMs, DEFAULT_TIMEOUT_MS, "timeoutMs"),
+      fetch: f,
+      retryForMs: num(options.retryForMs, DEFAULT_RETRY_FOR_MS, "retryForMs"),
+      retries: num(options.retries, -1, "retries"),
+      backoffMs: num(options.backoffMs, 50, "backoffMs"),
+    });
+  }
+
+  /** The servers' base URLs, in the order given. */
+  get addrs(): string[] {
+    return [...this.#t.servers.addrs];
+  }
+
+  /** The base URL of the server the client talks to now. */
+  get current(): string {
+    return this.#t.servers.addrs[this.#t.servers.current()];
+  }
+
+  #do(req: Request_): Promise<Answer> {
+    return this.#t.do(req);
+  }
+
+  async #json(req: Request_): Promise<Record<string, JSONValue>> {
+    return decode(await this.#do(req), `${req.method} ${req.path}`);
+  }
+
+  /**
+   * Acquires resource and returns a Lease that renews itself until released
+   * or lost (see Lease). Rejects with a LockHeldError if another holder kept
+   * the lock for all of waitMs.
+   */
+  acquire(resource: string, options: AcquireOptions = {}): Promise<Lease> {
+    return Lease.acquire(this, resource, options);
+  }
+
+  /**
+   * Acquires resource once, without keepalive: POST .../acquire. The same
+   * holder acquiring a lease it still holds gets the same token back.
+   */
+  async acquireOnce(resource: string, options: { holder: string; ttlMs?: number; waitMs?: number } & CallOptions): Promise<LeaseInfo> {
+    const ttlMs = options.ttlMs ?? 10_000, waitMs = options.waitMs ?? 0;
+    checkMs(ttlMs, "ttlMs");
+    checkMs(waitMs, "waitMs");
+    const path = lockPath(resource, "/acquire");
+    const o = await this.#json({
+      method: "POST", path, retryable: true, signal: options.signal, extraTimeoutMs: waitMs,
+      body: stringifyJSON({ holder: options.holder, ttl_ms: Math.round(ttlMs), wait_ms: Math.round(waitMs) }),
+    });
+    return leaseOf(o, `POST ${path}`);
+  }
+
+  /** Renews a lease: POST .../renew; rejects with LeaseLostError if token is not the current lease. */
+  async renew(resource: string, token: TokenLike, options: { ttlMs?: number } & CallOptions = {}): Promise<LeaseInfo> {
+    const t = toToken(token);
+    const body: Record<string, unknown> = { token: t };
+    if (options.ttlMs !== undefined) {
+      checkMs(options.ttlMs, "ttlMs");
+      body.ttl_ms = Math.round(options.ttlMs);
+    }
+    const path = lockPath(resource, "/renew");
+    const o = await this.#json({ method: "POST", path, retryable: true, signal: options.signal, body: stringifyJSON(body) });
+    return leaseOf(o, `POST ${path}`);
+  }
+
+  /** Releases a lease: POST .../release; rejects with LeaseLostError if token is not the current lease. */
+  async release(resource: string, token: TokenLike, options: CallOptions = {}): Promise<void> {
+    const t = toToken(token);
+    await this.#do({ method: "POST", path: lockPath(resource, "/release"), retryable: true, signal: options.signal, body: stringifyJSON({ token: t }) });
+  }
+
+  /** Returns the lock's status. */
+  async status(resource: string, options: CallOptions = {}): Promise<LockStatus> {
+    const path = lockPath(resource);
+    const what = `GET ${path}`;
+    const o = await this.#json({ method: "GET", path, retryable: true, signal: options.signal });
+    const st: LockStatus = { resource: strOf(o, "resource", what), held: o.held === true, lastToken: bigOf(o, "last_token", what, true) };
+    if (st.held) {
+      st.holder = strOf(o, "holder", what);
+      st.token = bigOf(o, "token", what);
+      st.expiresAt = dateOf(o, "expires_at", what);
+    }
+    return st;
+  }
+
+  /**
+   * Takes the lock from its holder and fences it: POST .../revoke (admin). It
+   * is sent once (a repeated revoke would issue another token), so a
+   * transport error leaves the outcome unknown.
+   */
+  async revoke(resource: string, options: CallOptions = {}): Promise<RevokeResult> {
+    const path = lockPath(resource, "/revoke");
+    const what = `POST ${path}`;
+    const o = await this.#json({ method: "POST", path, retryable: false, signal: options.signal, body: "{}" });
+    return { resource: strOf(o, "resource", what), revokedToken: bigOf(o, "revoked_token", what, true), lastFence: bigOf(o, "last_fence", what) };
+  }
+
+  /** Returns one page of the locks held now: GET /v1/locks. */
+  async listPage(options: ListOptions = {}): Promise<ListPage> {
+    const q = new URLSearchParams();
+    if (options.prefix) q.set("prefix", options.prefix);
+    if (options.after) q.set("after", options.after);
+    if (options.limit !== undefined) {
+      if (!Number.isInteger(options.limit)) throw new TypeError("fence: limit must be an integer");
+      q.set("limit", String(options.limit));
+    }
+    const qs = q.toString();
+    const path = "/v1/locks" + (qs ? "?" + qs : "");
+    const what = `GET ${path}`;
+    const o = await this.#json({ method: "GET", path, retryable: true, signal: options.signal });
+    if (!Array.isArray(o.locks)) throw new ProtocolError(`fence: ${what}: no locks array`);
+    const locks = o.locks.map((l): ListedLock => {
+      if (l === null || typeof l !== "object" || Array.isArray(l)) throw new ProtocolError(`fence: ${what}: a lock is not an object`);
+      return {
+        resource: strOf(l, "resource", what),
+        holder: strOf(l, "holder", what),
+        token: bigOf(l, "token", what),
+        expiresAt: dateOf(l, "expires_at", what),
+        waiters: typeof l.waiters === "number" ? l.waiters : 0,
+      };
+    });
+    const page: ListPage = { locks };
+    if (typeof o.next === "string" && o.next !== "") page.next = o.next;
+    return page;
+  }
+
+  /**
+   * Lists every lock held now under options.prefix, page after page, as an
+   * async iterator: `for await (const l of client.list({prefix: "orders/"}))`.
+   */
+  async *list(options: ListOptions = {}): AsyncGenerator<ListedLock, void, undefined> {
+    let after = options.after;
+    for (;;) {
+      const page = await this.listPage({ ...options, after });
+      yield* page.locks;
+      if (page.next === undefined) return;
+      after = page.next;
+    }
+  }
+
+  /** Returns what the current server knows of its cluster: GET /v1/cluster. */
+  async cluster(options: CallOptions = {}): Promise<ClusterStatus> {
+    const what = "GET /v1/cluster";
+    const o = await this.#json({ method: "GET", path: "/v1/cluster", retryable: true, signal: options.signal });
+    const servers = Array.isArray(o.servers) ? o.servers : [];
+    return {
+      role: strOf(o, "role", what),
+      leader: strOf(o, "leader", what, true),
+      epoch: bigOf(o, "epoch", what),
+      store: strOf(o, "store", what, true),
+      servers: servers.map((s) => {
+        const so = (s ?? {}) as Record<string, JSONValue>;
+        return { url: typeof so.url === "string" ? so.url : "", role: typeof so.role === "string" ? so.role : "" };
+      }),
+    };
+  }
+
+  /** Returns the public keys that verify the server's sequencers (GET /v1/keys): none if it signs nothing. */
+  async keys(options: CallOptions = {}): Promise<PublicKeyJWK[]> {
+    const o = await this.#json({ method: "GET", path: "/v1/keys", retryable: true, signal: options.signal });
+    if (!Array.isArray(o.keys)) throw new ProtocolError("fence: GET /v1/keys: no keys array");
+    return o.keys as unknown as PublicKeyJWK[];
+  }
+
+  /**
+   * Writes value under resource/key with a fencing token: PUT /v1/kv. A put
+   * without a condition is safe to repeat; a conditional one is not.
+   */
+  async put(resource: string, key: string, value: Value, token: TokenLike, options: WriteOptions = {}): Promise<PutResult> {
+    const headers = condHeaders(token, options, true);
+    headers["Content-Type"] = "application/octet-stream";
+    const path = kvPath(resource, key);
+    const what = `PUT ${path}`;
+    const conditional = options.ifMatch !== undefined || options.ifNoneMatch !== undefined;
+    const o = await this.#json({ method: "PUT", path, headers, body: valueBytes(value), retryable: !conditional, signal: options.signal });
+    return { resource: strOf(o, "resource", what), key: strOf(o, "key", what), revision: bigOf(o, "revision", what), fence: bigOf(o, "fence", what) };
+  }
+
+  /** Reads resource/key: GET /v1/kv; rejects with NotFoundError if it does not exist. */
+  async get(resource: string, key: string, options: CallOptions = {}): Promise<Item> {
+    const path = kvPath(resource, key);
+    const ans = await this.#do({ method: "GET", path, retryable: true, signal: options.signal });
+    const etag = ans.headers.get("ETag") ?? "";
+    // A revision is read up to 2^64-1: the server's counter is unsigned and
+    // is not capped at 2^63-1 as tokens are.
+    const m = /^"([1-9][0-9]{0,19})"$/.exec(etag);
+    const revision = m && BigInt(m[1]) < 2n ** 64n ? BigInt(m[1]) : undefined;
+    if (revision === undefined) throw new ProtocolError(`fence: GET ${path}: ETag ${JSON.stringify(etag)} is not a revision`);
+    const token = parseToken(ans.headers.get("Fencing-Token"));
+    if (token === undefined) throw new ProtocolError(`fence: GET ${path}: Fencing-Token ${JSON.stringify(ans.headers.get("Fencing-Token"))} is not a token`);
+    const value = ans.body;
+    return { resource, key, value, revision, token, text: () => new TextDecoder().decode(value) };
+  }
+
+  /**
+   * Deletes resource/key with a fencing token: DELETE /v1/kv. It is resent
+   * only when it certainly did not take effect.
+   */
+  async delete(resource: string, key: string, token: TokenLike, options: WriteOptions = {}): Promise<DeleteResult> {
+    const path = kvPath(resource, key);
+    const what = `DELETE ${path}`;
+    const o = await this.#json({ method: "DELETE", path, headers: condHeaders(token, options, true), retryable: false, signal: options.signal });
+    return { resource: strOf(o, "resource", what), key: strOf(o, "key", what), revision: bigOf(o, "revision", what) };
+  }
+
+  /**
+   * Raises the resource's fence to token without writing (a holder claims the
+   * resource): POST /v1/fences/{resource}.
+   */
+  async claim(resource: string, token: TokenLike, options: Omit<WriteOptions, "ifMatch" | "ifNoneMatch"> = {}): Promise<ClaimResult> {
+    const path = "/v1/fences/" + seg(resource);
+    const what = `POST ${path}`;
+    const o = await this.#json({ method: "POST", path, headers: condHeaders(token, options, false), retryable: true, signal: options.signal });
+    return { resource: strOf(o, "resource", what), lastFence: bigOf(o, "last_fence", what) };
+  }
+
+  /** Returns the resource's last fence (0n for an unknown resource): GET /v1/fences/{resource}. */
+  async fence(resource: string, options: CallOptions = {}): Promise<bigint> {
+    const path = "/v1/fences/" + seg(resource);
+    const o = await this.#json({ method: "GET", path, retryable: true, signal: options.signal });
+    return bigOf(o, "last_fence", `GET ${path}`);
+  }
+
+  /**
+   * Applies a transaction, all or nothing: POST /v1/txn. Returns the revision
+   * its writes share. It is resent only when it certainly did not take effect.
+   * String values go as `value`, bytes as `value_base64`.
+   */
+  async txn(t: Txn, options: { sequencer?: string } & CallOptions = {}): Promise<bigint> {
+    const fences: Record<string, bigint> = {};
+    const entries = t.fences instanceof Map ? [...t.fences.entries()] : Object.entries(t.fences ?? {});
+    for (const [r, tok] of entries) {
+      Object.defineProperty(fences, r, { value: toToken(tok, `fence of ${JSON.stringify(r)}`), enumerable: true, writable: true, configurable: true });
+    }
+    const body = {
+      fences,
+      if: (t.if ?? []).map((c) => ({ resource: c.resource, key: c.key, revision: toRevisionOrZero(c.revision) })),
+      then: (t.then ?? []).map((o) => {
+        if (o.op === "put") {
+          return typeof o.value === "string"
+            ? { op: "put", resource: o.resource, key: o.key, value: o.value }
+            : { op: "put", resource: o.resource, key: o.key, value_base64: bytesToBase64(valueBytes(o.value)) };
+        }
+        if (o.op === "delete") return { op: "delete", resource: o.resource, key: o.key };
+        throw new TypeError(`fence: txn op ${JSON.stringify((o as { op: unknown }).op)}: want put or delete`);
+      }),
+    };
+    const headers: Record<string, string> = {};
+    if (options.sequencer) headers["Fence-Sequencer"] = options.sequencer;
+    const o = await this.#json({ method: "POST", path: "/v1/txn", headers, body: stringifyJSON(body), retryable: false, signal: options.signal });
+    return bigOf(o, "revision", "POST /v1/txn");
+  }
+
+  /**
+   * Watches the changes to locks and fenced writes of the resources under
+   * options.prefix: GET /v1/watch (Server-Sent Events) as an async iterable
+   * of typed events, that reconnects with Last-Event-ID after a disconnect
+   * so that nothing the server still has is missed (see Watcher):
+   * `for await (const ev of client.watch({prefix: "orders/"})) ...`.
+   */
+  watch(options: WatchOptions = {}): Watcher {
+    return new Watcher(this.#t, options);
+  }
+}
+
+function checkMs(v: number, name: string): void {
+  if (typeof v !== "number" || !Number.isFinite(v) || v < 0) throw new TypeError(`fence: ${name} must be a non-negative number of milliseconds`);
+}

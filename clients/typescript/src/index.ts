@@ -1,0 +1,87 @@
+// The TypeScript client of fence: a lock service that issues monotonic
+// fencing tokens, and fenced storage that enforces them.
+
+export {
+  Client,
+  RESPONSE_BIGINTS,
+  type CallOptions,
+  type ClaimResult,
+  type ClientOptions,
+  type ClusterStatus,
+  type DeleteResult,
+  type Item,
+  type LeaseInfo,
+  type ListedLock,
+  type ListOptions,
+  type ListPage,
+  type LockStatus,
+  type PublicKeyJWK,
+  type PutResult,
+  type RevokeResult,
+  type Txn,
+  type TxnCompare,
+  type TxnOp,
+  type Value,
+  type WriteOptions,
+} from "./client.js";
+export {
+  DEFAULT_TTL_MS,
+  Lease,
+  anySignal,
+  newHolderId,
+  stampedFetch,
+  withLock,
+  type AcquireOptions,
+  type WithLockOptions,
+} from "./lease.js";
+export {
+  BadRequestError,
+  FenceError,
+  FenceRequiredError,
+  FencedError,
+  ForbiddenError,
+  InternalError,
+  InvalidSequencerError,
+  InvalidTokenError,
+  LeaseExpiredError,
+  LeaseLostError,
+  LeaseReleasedError,
+  LockHeldError,
+  MaybeAppliedError,
+  MethodNotAllowedError,
+  NotFoundError,
+  NotLeaderError,
+  NotReadyError,
+  PROBLEM_CODES,
+  PreconditionFailedError,
+  ProtocolError,
+  RateLimitedError,
+  TokenNotIssuedError,
+  TooLargeError,
+  TransportError,
+  UnauthorizedError,
+  UnavailableError,
+  isAmbiguous,
+  isLost,
+  problemError,
+  type Problem,
+} from "./errors.js";
+export { JSONParseError, parseJSON, stringifyJSON, type JSONValue, type ParseJSONOptions } from "./json.js";
+export {
+  KeySet,
+  MAX_KEY_ID_LEN,
+  MAX_SEQUENCER_LEN,
+  SequencerError,
+  base64urlDecode,
+  base64urlEncode,
+  ed25519Supported,
+  parseSequencer,
+  signedMessage,
+  verifySequencer,
+  type Sequencer,
+  type SequencerReason,
+} from "./sequencer.js";
+export { SSEError, SSEParser, type SSEEvent, type SSEParserOptions } from "./sse.js";
+export { MAX_TOKEN, parseToken, toToken, type TokenLike } from "./token.js";
+export { DEFAULT_RETRY_FOR_MS, DEFAULT_TIMEOUT_MS, type FetchFunction } from "./transport.js";
+export { Watcher, toWatchEvent, type WatchEvent, type WatchEventType, type WatchOptions } from "./watch.js";
