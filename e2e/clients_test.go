@@ -43,6 +43,7 @@ func TestPythonClient(t *testing.T) {
 	python := requireTool(t, "python3")
 	runSuite(t, filepath.Join("..", "clients", "python"), python, "-m", "unittest", "discover", "-s", "tests", "-t", ".")
 }
+
 // TestTypeScriptClient builds the TypeScript client and runs its tests
 // under Node against real fence servers that they start themselves. Its
 // dev dependencies (the compiler) come from the committed lockfile: npm ci
