@@ -7,8 +7,12 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fence-lock/fence"
@@ -16,6 +20,7 @@ import (
 	"github.com/fence-lock/fence/client"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/lock"
+	"github.com/fence-lock/fence/wire"
 )
 
 // exampleServer runs a fence server on a loopback port for the examples, as
@@ -107,4 +112,61 @@ func Example_staleHolder() {
 	// Output:
 	// rejected: presented 1, last fence 2
 	// value: B
+}
+
+// Write to another service through the lease: every mutating request
+// carries the lease's token, so a service that checks fencing tokens can
+// turn away this holder once a newer one exists.
+func ExampleLease_Transport() {
+	addr, stop := exampleServer()
+	defer stop()
+	ctx := context.Background()
+	c, _ := client.New(addr)
+
+	// A service that keeps the highest token it has seen, as a guard does.
+	var highest atomic.Uint64
+	service := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, _ := strconv.ParseUint(r.Header.Get(wire.TokenHeader), 10, 64)
+		if tok < highest.Load() {
+			http.Error(w, "fenced", http.StatusConflict)
+			return
+		}
+		highest.Store(tok)
+	}))
+	defer service.Close()
+
+	lease, _ := c.Acquire(ctx, "billing")
+	defer lease.Release(ctx)
+	hc := &http.Client{Transport: lease.Transport(nil)}
+	resp, err := hc.Post(service.URL+"/invoices", "text/plain", strings.NewReader("42"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp.Body.Close()
+	fmt.Println(resp.Status, "with token", highest.Load())
+	// Output: 200 OK with token 1
+}
+
+// Elect a leader on a lock: Campaign waits to lead; the leadership is a
+// lease, with its own fencing token.
+func ExampleElection() {
+	addr, stop := exampleServer()
+	defer stop()
+	ctx := context.Background()
+	c, _ := client.New(addr)
+	e := c.Election("leader/scheduler")
+
+	leadership, err := e.Campaign(ctx, "node-a")
+	if err != nil {
+		log.Fatal(err)
+	}
+	l, _ := e.Leader(ctx)
+	fmt.Println("leader", l.Holder, "token", l.Token)
+	e.Resign(ctx, leadership)
+	if _, err := e.Leader(ctx); errors.Is(err, client.ErrNoLeader) {
+		fmt.Println("nobody leads")
+	}
+	// Output:
+	// leader node-a token 1
+	// nobody leads
 }
