@@ -33,5 +33,8 @@ func BumpRev(tx Tx, n fence.Rev) error {
 	if err != nil {
 		return err
 	}
+	if rev > MaxRev-n {
+		return fmt.Errorf("%w: bumping revision %d by %d passes %d", ErrRevisionsExhausted, rev, n, MaxRev)
+	}
 	return tx.SetRev(rev + n)
 }

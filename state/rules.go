@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -71,6 +72,14 @@ var rejections = []error{
 // ErrTokensExhausted means a resource has issued MaxToken and cannot be granted again.
 var ErrTokensExhausted = errors.New("state: no fencing tokens left for resource")
 
+// MaxRev is the highest store revision, 2^63-1, the highest that If-Match
+// and a txn's compares can name.
+const MaxRev fence.Rev = math.MaxInt64
+
+// ErrRevisionsExhausted means the store revision reached MaxRev: no write
+// can be given a new one.
+var ErrRevisionsExhausted = errors.New("state: no store revisions left")
+
 // checkToken applies the fenced-storage rule: LastFence <= token <= LastToken.
 func checkToken(name string, r Resource, token fence.Token) error {
 	if !token.Valid() {
@@ -109,6 +118,9 @@ func nextRev(tx Tx) (fence.Rev, error) {
 	rev, err := tx.Rev()
 	if err != nil {
 		return 0, err
+	}
+	if rev >= MaxRev {
+		return 0, fmt.Errorf("%w: the store is at revision %d", ErrRevisionsExhausted, rev)
 	}
 	return rev + 1, nil
 }

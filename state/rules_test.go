@@ -497,3 +497,25 @@ func TestIsRejection(t *testing.T) {
 		}
 	}
 }
+
+// TestRevisionsExhausted checks that the store revision never passes
+// MaxRev, the highest If-Match can name: neither by a bump nor by a write.
+func TestRevisionsExhausted(t *testing.T) {
+	tx := newTx()
+	if err := state.BumpRev(tx, state.MaxRev); err != nil {
+		t.Fatal(err)
+	}
+	if err := state.BumpRev(tx, 1); !errors.Is(err, state.ErrRevisionsExhausted) {
+		t.Fatalf("BumpRev past MaxRev: %v, want ErrRevisionsExhausted", err)
+	}
+	token, err := state.Grant(tx, "r", "h", time.Second, time.Now().Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := state.Put(tx, "r", "k", []byte("v"), token, fence.Cond{}); !errors.Is(err, state.ErrRevisionsExhausted) {
+		t.Fatalf("Put at MaxRev: %v, want ErrRevisionsExhausted", err)
+	}
+	if tx.rev != state.MaxRev {
+		t.Fatalf("revision %d after the refusals, want MaxRev", tx.rev)
+	}
+}
