@@ -28,6 +28,7 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -248,14 +249,31 @@ func (r *Reloader) Check(bearer string, perm Perm, resource string) (*Principal,
 	return p, nil
 }
 
-// BearerToken returns the token of an Authorization header value
-// "Bearer <token>" (the scheme is case-insensitive), "" for any other value.
-func BearerToken(authorization string) string {
-	scheme, tok, ok := strings.Cut(authorization, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+// RequestToken returns the token of an Authorization header value:
+// "Bearer <token>", or "Basic <base64 of user:token>" (HTTP Basic, as
+// browsers send it for the dashboard: the password is the token, the user
+// name is ignored). Schemes are case-insensitive; any other value is "".
+func RequestToken(authorization string) string {
+	scheme, cred, ok := strings.Cut(authorization, " ")
+	if !ok {
 		return ""
 	}
-	return strings.TrimSpace(tok)
+	cred = strings.TrimSpace(cred)
+	switch {
+	case strings.EqualFold(scheme, "Bearer"):
+		return cred
+	case strings.EqualFold(scheme, "Basic"):
+		b, err := base64.StdEncoding.DecodeString(cred)
+		if err != nil {
+			return ""
+		}
+		_, tok, ok := strings.Cut(string(b), ":")
+		if !ok {
+			return ""
+		}
+		return tok
+	}
+	return ""
 }
 
 // Principal returns the principal named name (an auth file's NAME column).

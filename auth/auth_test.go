@@ -2,6 +2,7 @@ package auth
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
@@ -173,13 +174,15 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-func TestBearerToken(t *testing.T) {
+func TestRequestToken(t *testing.T) {
+	basic := func(s string) string { return "Basic " + base64.StdEncoding.EncodeToString([]byte(s)) }
 	for in, want := range map[string]string{
 		"Bearer abc": "abc", "bearer abc": "abc", "Bearer  abc ": "abc",
-		"Basic abc": "", "Bearer": "", "": "", "abc": "",
+		basic("anyone:abc"): "abc", basic(":abc"): "abc", basic("a:b:c"): "b:c",
+		basic("abc"): "", "Basic abc!": "", "Digest abc": "", "Bearer": "", "": "", "abc": "",
 	} {
-		if got := BearerToken(in); got != want {
-			t.Errorf("BearerToken(%q) = %q, want %q", in, got, want)
+		if got := RequestToken(in); got != want {
+			t.Errorf("RequestToken(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -122,3 +122,21 @@ func TestClient_AuthToken(t *testing.T) {
 		t.Fatalf("Acquire as orders: %v", err)
 	}
 }
+
+// TestServer_AuthDashboard checks that the dashboard needs valid
+// credentials when auth is on, and that its 401 asks browsers for them
+// (HTTP Basic) besides the bearer challenge the API's 401s carry.
+func TestServer_AuthDashboard(t *testing.T) {
+	e := newAuthEnv(t, false)
+	r := e.do("GET", "/ui/", "")
+	r.problem(t, 401, "unauthorized")
+	if got := r.header.Values("WWW-Authenticate"); len(got) != 2 || !strings.HasPrefix(got[0], "Basic") || !strings.HasPrefix(got[1], "Bearer") {
+		t.Fatalf("WWW-Authenticate = %q, want a Basic and a Bearer challenge", got)
+	}
+	if r := e.do("GET", "/ui/", "", "Authorization", "Bearer reader"); r.status != 200 || !strings.Contains(string(r.body), "<html") {
+		t.Fatalf("GET /ui/ with a token: %d %s", r.status, r.body)
+	}
+	if r := e.do("POST", "/v1/locks/x/acquire", `{"holder":"a"}`); len(r.header.Values("WWW-Authenticate")) != 1 {
+		t.Fatalf("an API 401 has %q, want the bearer challenge only", r.header.Values("WWW-Authenticate"))
+	}
+}

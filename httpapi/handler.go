@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/docs"
+	"github.com/fence-lock/fence/ui"
 	"github.com/fence-lock/fence/wire"
 )
 
@@ -20,6 +22,36 @@ import (
 // Locker or the Store, which answer the rest (token_not_issued, fenced,
 // precondition_failed, not_found). So a rejected request never reaches a
 // mutating method.
+
+// ui answers GET /ui/{file}: the dashboard's files, index.html for /ui and
+// /ui/.
+func (s *Server) ui(c *call, m match) error {
+	name, err := unescape("file", m.key)
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		name = "index.html"
+	}
+	if !fs.ValidPath(name) {
+		return fmt.Errorf("%w: no dashboard file %q", fence.ErrNotFound, name)
+	}
+	b, err := fs.ReadFile(ui.Files(), name)
+	if err != nil {
+		return fmt.Errorf("%w: no dashboard file %q", fence.ErrNotFound, name)
+	}
+	h := c.w.Header()
+	h.Set("Content-Type", ui.ContentType(name))
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+	c.w.WriteHeader(http.StatusOK)
+	if c.r.Method != "HEAD" {
+		c.w.Write(b)
+	}
+	return nil
+}
 
 // openAPI answers GET /v1/openapi.json: the API's OpenAPI 3.1 document.
 func (s *Server) openAPI(c *call, _ match) error {

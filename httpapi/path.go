@@ -15,6 +15,7 @@ type route struct {
 	allow   string            // methods joined for the Allow header
 	local   bool              // answered by every server itself, never forwarded to the leader
 	exempt  bool              // not rate limited
+	browser bool              // loaded by browsers: a 401 also challenges for HTTP Basic
 	by      map[string]method // how each method is answered
 }
 
@@ -88,6 +89,9 @@ var (
 	routeCluster = localRoute("/v1/cluster", read(anyValid, permRead, (*Server).cluster))
 	routeKeys    = localRoute("/v1/keys", read(open, "", (*Server).keys))
 	routeOpenAPI = localRoute("/v1/openapi.json", read(open, "", (*Server).openAPI))
+	// The dashboard's files: any valid credentials may load them; what
+	// they show comes from the API, filtered by the caller's grants.
+	routeUI      = browserRoute(localRoute("/ui/{file}", read(anyValid, permRead, (*Server).ui)))
 	routeLocks   = newRoute("/v1/locks", read(anyValid, permRead, (*Server).listLocks))
 	routeLock    = newRoute("/v1/locks/{resource}", read(onResource, permRead, (*Server).lockStatus))
 	routeAcquire = newRoute("/v1/locks/{resource}/acquire", map[string]method{"POST": {perm: permLock, serve: (*Server).acquire}})
@@ -110,11 +114,17 @@ var (
 	routeTxn = newRoute("/v1/txn", map[string]method{"POST": {access: anyValid, perm: permWrite, op: "txn", serve: (*Server).txn}})
 
 	routes = []*route{
-		routeHealthz, routeReadyz, routeMetrics, routeCluster, routeKeys, routeOpenAPI,
+		routeHealthz, routeReadyz, routeMetrics, routeCluster, routeKeys, routeOpenAPI, routeUI,
 		routeLocks, routeLock, routeAcquire, routeRenew, routeRelease, routeRevoke, routeWatch,
 		routeKV, routeFences, routeTxn,
 	}
 )
+
+// browserRoute marks rt as loaded by browsers.
+func browserRoute(rt *route) *route {
+	rt.browser = true
+	return rt
+}
 
 // exemptRoute exempts rt from rate limiting.
 func exemptRoute(rt *route) *route {
@@ -160,6 +170,12 @@ func matchPath(p string) (match, bool) {
 		return match{route: routeLocks}, true
 	case "v1/watch":
 		return match{route: routeWatch}, true
+	}
+	if rest == "ui" {
+		return match{route: routeUI}, true
+	}
+	if file, ok := strings.CutPrefix(rest, "ui/"); ok {
+		return match{route: routeUI, key: file}, true
 	}
 	rest, ok = strings.CutPrefix(rest, "v1/")
 	if !ok {

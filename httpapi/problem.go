@@ -30,7 +30,7 @@ func writeProblem(w http.ResponseWriter, err error, allow string) wire.Body {
 		h.Set("Retry-After", wire.RetryAfterHeader(re.RetryAfter))
 	}
 	if p.Code == "unauthorized" {
-		h.Set("WWW-Authenticate", `Bearer realm="fence"`)
+		h.Add("WWW-Authenticate", `Bearer realm="fence"`)
 	}
 	if p.Code == "method_not_allowed" && allow != "" {
 		h.Set("Allow", allow)

@@ -305,6 +305,11 @@ func (c *call) fail(err error) {
 	if c.route != nil {
 		allow = c.route.allow
 	}
+	if c.route != nil && c.route.browser && errors.Is(err, fence.ErrUnauthorized) {
+		// Browsers ask for a password on a Basic challenge, and send it with
+		// the page's requests to the API after.
+		c.w.Header().Add("WWW-Authenticate", `Basic realm="fence", charset="UTF-8"`)
+	}
 	p := writeProblem(c.w, err, allow)
 
 	attrs := []slog.Attr{

@@ -245,7 +245,7 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 			return
 		}
 		api.Auth = func(r *http.Request, perm, resource string) error {
-			bearer := auth.BearerToken(r.Header.Get("Authorization"))
+			bearer := auth.RequestToken(r.Header.Get("Authorization"))
 			if name := certName(r); bearer == "" && name != "" {
 				// A verified client certificate (--client-ca) stands for
 				// the principal named as its CommonName.
