@@ -4,8 +4,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics of the HTTP API, registered with the default Prometheus registry,
-// which GET /metrics serves. None has a per-resource label: resource names are
+// Metrics of the HTTP API (see Metrics), served with the others at GET
+// /metrics from Server.Gatherer. None has a per-resource label: resource names are
 // unbounded. The lock service owns the fence_lock_* metrics.
 var (
 	// storageWrites counts accepted storage writes by op: put, delete,
@@ -50,8 +50,16 @@ var (
 	rejectionReasons = []string{"fenced", "token_not_issued", "precondition_failed", "fence_required", "invalid_token", "not_found", "bad_request", "too_large"}
 )
 
+// Metrics returns the HTTP API's Prometheus metrics (fence_http_*,
+// fence_storage_writes_total, fence_storage_rejections_total, fence_watch_*),
+// shared by every Server of the process. The package registers them
+// nowhere: register them in the registry that Server.Gatherer serves.
+func Metrics() []prometheus.Collector {
+	return []prometheus.Collector{storageWrites, storageRejections, httpRejections, requestDuration, rateLimitedTotal,
+		watchStreams, watchCutoffs, watchEvents}
+}
+
 func init() {
-	prometheus.MustRegister(storageWrites, storageRejections, httpRejections, requestDuration, rateLimitedTotal)
 	for _, op := range writeOps {
 		storageWrites.WithLabelValues(op)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/watch"
 	"github.com/fence-lock/fence/wire"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/time/rate"
 )
@@ -103,20 +104,23 @@ type Server struct {
 	// the default, answers GET /v1/watch 404.
 	Events *watch.Hub
 
+	// Gatherer is what GET /metrics serves. Nil, the default, is
+	// prometheus.DefaultGatherer. The package registers its metrics
+	// nowhere (see Metrics): register them where Gatherer gathers.
+	Gatherer prometheus.Gatherer
+
 	limiters limiters
 	locker   fence.Locker
 	store    fence.Store
-	metrics  http.Handler
 }
 
 // NewServer returns a Server that answers lock requests with locker and
 // storage requests with store. Both must be non-nil, unless Forward is set.
 func NewServer(locker fence.Locker, store fence.Store) *Server {
 	return &Server{
-		Logger:  slog.Default(),
-		locker:  locker,
-		store:   store,
-		metrics: promhttp.Handler(),
+		Logger: slog.Default(),
+		locker: locker,
+		store:  store,
 	}
 }
 
@@ -251,7 +255,11 @@ func (s *Server) health(c *call, _ match) error {
 
 // serveMetrics answers GET /metrics.
 func (s *Server) serveMetrics(c *call, _ match) error {
-	s.metrics.ServeHTTP(c.w, c.r)
+	g := s.Gatherer
+	if g == nil {
+		g = prometheus.DefaultGatherer
+	}
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP(c.w, c.r)
 	return nil
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/internal/fake"
 	"github.com/fence-lock/fence/wire"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -80,6 +81,9 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	f := fake.New()
 	e := &env{t: t, f: f, srv: NewServer(f, f), logs: &syncBuffer{}}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(Metrics()...)
+	e.srv.Gatherer = reg
 	e.srv.Logger = slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.ts = httptest.NewServer(e.srv)
 	t.Cleanup(e.ts.Close)

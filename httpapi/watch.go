@@ -37,8 +37,6 @@ var (
 	})
 )
 
-func init() { prometheus.MustRegister(watchStreams, watchCutoffs, watchEvents) }
-
 // eventOf is the wire form of e.
 func eventOf(e watch.Event) wire.Event {
 	w := wire.Event{Type: string(e.Type), Resource: e.Resource, Holder: e.Holder, Token: e.Token,

@@ -33,12 +33,29 @@ var (
 	waiters = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fence_lock_waiters", Help: "Acquires currently waiting for a lock.",
 	})
+	waitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "fence_lock_wait_seconds",
+		Help:    "Time from an acquire's arrival to its grant (0 when the lock was free).",
+		Buckets: []float64{.0005, .001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300},
+	})
+	holdSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "fence_lock_hold_seconds",
+		Help:    "Time a lease was held, from its grant to its end (a release, an expiry or a revoke); restored leases are not counted.",
+		Buckets: []float64{.01, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600, 86400},
+	})
 )
 
 func init() {
-	prometheus.MustRegister(grantsTotal, renewalsTotal, releasesTotal, expirationsTotal,
-		revocationsTotal, lockDelaysTotal, rejectionsTotal, leasesHeld, waiters, waitersRejectedTotal)
 	for _, reason := range []string{"lock_held", "lease_lost"} {
 		rejectionsTotal.WithLabelValues(reason)
 	}
+}
+
+// Metrics returns the lock service's Prometheus metrics (fence_lock_*),
+// shared by every Service of the process. The package registers them
+// nowhere: register them in the registry that serves them.
+func Metrics() []prometheus.Collector {
+	return []prometheus.Collector{grantsTotal, renewalsTotal, releasesTotal, expirationsTotal,
+		revocationsTotal, lockDelaysTotal, rejectionsTotal, leasesHeld, waiters, waitersRejectedTotal,
+		waitSeconds, holdSeconds}
 }

@@ -76,11 +76,12 @@ var (
 // entry is the in-memory state of one resource. It lives while it is held,
 // has waiters, or a call refers to it.
 type entry struct {
-	mu    sync.Mutex // serialises changes to this resource; held across ledger writes
-	refs  int        // guarded by Service.mu
-	lease *fence.Lease
-	timer *time.Timer // fires at lease.Expires
-	queue []*waiter   // first come, first served; empty while the resource is free, except during a lock-delay
+	mu      sync.Mutex // serialises changes to this resource; held across ledger writes
+	refs    int        // guarded by Service.mu
+	lease   *fence.Lease
+	granted time.Time   // when lease was granted; zero for a restored lease, whose grant time is unknown
+	timer   *time.Timer // fires at lease.Expires
+	queue   []*waiter   // first come, first served; empty while the resource is free, except during a lock-delay
 
 	delayUntil time.Time   // while lease == nil: no grant before it (lock-delay); zero if none
 	delayTimer *time.Timer // fires at delayUntil
@@ -231,6 +232,7 @@ func (s *Service) unref(resource string, e *entry) {
 
 // Acquire implements fence.Locker.
 func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
+	start := time.Now()
 	if err := validateAcquire(resource, holder, ttl, wait); err != nil {
 		return fence.Lease{}, fmt.Errorf("lock: acquire: %w", err)
 	}
@@ -256,6 +258,9 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 	case e.lease == nil:
 		l, err := s.grantLocked(ctx, resource, e, holder, ttl)
 		e.mu.Unlock()
+		if err == nil {
+			waitSeconds.Observe(time.Since(start).Seconds())
+		}
 		return l, err
 	case e.lease.Holder == holder:
 		// A retry by the holder: the same token, the TTL of this request.
@@ -277,7 +282,11 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 	e.queue = append(e.queue, w)
 	waiters.Inc()
 	e.mu.Unlock()
-	return s.await(ctx, resource, e, w, wait)
+	l, err := s.await(ctx, resource, e, w, wait)
+	if err == nil {
+		waitSeconds.Observe(time.Since(start).Seconds())
+	}
+	return l, err
 }
 
 // await waits for a queued acquire to be granted, its wait to end, or its
@@ -524,6 +533,7 @@ func (s *Service) grantedLocked(e *entry, l fence.Lease, lastFence fence.Token) 
 		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", l.Resource, err)
 	}
 	s.setLeaseLocked(e, l)
+	e.granted = time.Now()
 	grantsTotal.Inc()
 	leasesHeld.Inc()
 	s.record(changeGranted, l, lastFence)
@@ -566,6 +576,10 @@ func (s *Service) setLeaseLocked(e *entry, l fence.Lease) {
 }
 
 func clearLeaseLocked(e *entry) {
+	if !e.granted.IsZero() {
+		holdSeconds.Observe(time.Since(e.granted).Seconds())
+		e.granted = time.Time{}
+	}
 	e.lease = nil
 	if e.timer != nil {
 		e.timer.Stop()

@@ -14,6 +14,7 @@ import (
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/lock"
 	"github.com/fence-lock/fence/watch"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config is the configuration of a fence server. The zero value of every
@@ -52,6 +53,12 @@ type Config struct {
 	// WrapStore, if not nil, wraps the store the API serves (a test can make
 	// a server that misbehaves).
 	WrapStore func(fence.Store) fence.Store
+	// Registry receives the server's metrics (the lock service's, the
+	// commit's, the API's, fence_build_info), and GET /metrics serves it.
+	// Nil, the default, is a registry of the server's own, with the Go
+	// runtime's and the process's collectors: the server registers nothing
+	// in prometheus.DefaultRegisterer.
+	Registry *prometheus.Registry
 }
 
 // Server is a whole fence server: the store, the lock service and the v1
@@ -89,6 +96,12 @@ func (t *term) drain() {
 // standby that forwards to the leader and campaigns to lead. The caller must
 // Close the server.
 func Open(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Registry == nil {
+		cfg.Registry = NewRegistry()
+	}
+	if err := RegisterMetrics(cfg.Registry); err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg, logger: cfg.Logger}
 	if s.logger == nil {
 		s.logger = slog.Default()
@@ -142,6 +155,7 @@ func (s *Server) newTerm(ctx context.Context, ledger fence.Ledger, store fence.S
 // configure sets what every API server of this server shares.
 func (s *Server) configure(api *httpapi.Server) {
 	api.Logger = s.logger
+	api.Gatherer = s.cfg.Registry
 	if s.cfg.Signer != nil {
 		api.Keys = []fence.PublicKey{s.cfg.Signer.Public()}
 	}

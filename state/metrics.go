@@ -15,4 +15,9 @@ var (
 	})
 )
 
-func init() { prometheus.MustRegister(commitDuration, commitBatchSize) }
+// Metrics returns the commit's Prometheus metrics (fence_storage_commit_*),
+// shared by every DB of the process. The package registers them nowhere:
+// register them in the registry that serves them.
+func Metrics() []prometheus.Collector {
+	return []prometheus.Collector{commitDuration, commitBatchSize}
+}

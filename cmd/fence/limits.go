@@ -20,7 +20,9 @@ var (
 	})
 )
 
-func init() { prometheus.MustRegister(openConns, connsQueued) }
+// connMetrics are the metrics of the connection cap, which serve registers
+// in the server's registry.
+func connMetrics() []prometheus.Collector { return []prometheus.Collector{openConns, connsQueued} }
 
 // validateLimits reports a limit flag out of range.
 func (c *serveConfig) validateLimits() error {

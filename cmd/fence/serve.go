@@ -228,7 +228,10 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		}
 	}
 
+	registry := server.NewRegistry()
+	registry.MustRegister(connMetrics()...)
 	srvCfg := server.Config{
+		Registry:             registry,
 		Data:                 cfg.Data,
 		Store:                cfg.Store,
 		ElectionTTL:          cfg.ElectionTTL,
