@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,6 +188,30 @@ func TestWatch_Auth(t *testing.T) {
 	}()
 	if e := nextEvent(t, w); e.Resource != "orders/1" {
 		t.Fatalf("first event seen by an orders/ reader: %+v", e)
+	}
+
+	// The reader's token is revoked (the auth file reloaded without it):
+	// its stream ends at the next event, and the watcher says why.
+	writeAuthFile(t, dir, map[string]string{"admin": "lock:* write:* read:* admin:*"})
+	srv.cmd.Process.Signal(syscall.SIGHUP)
+	time.Sleep(300 * time.Millisecond)
+	admin.Acquire(t.Context(), "orders/2", "a", time.Minute, 0)
+	errC := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := w.Next(); err != nil {
+				errC <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-errC:
+		if !errors.Is(err, fence.ErrUnauthorized) {
+			t.Fatalf("watch after the token was revoked: %v, want unauthorized", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream of a revoked token is still open")
 	}
 }
 

@@ -313,9 +313,9 @@ func (c *call) fail(err error) {
 	if c.route != nil {
 		allow = c.route.allow
 	}
-	if c.route != nil && c.route.browser && errors.Is(err, fence.ErrUnauthorized) {
-		// Browsers ask for a password on a Basic challenge, and send it with
-		// the page's requests to the API after.
+	if errors.Is(err, fence.ErrUnauthorized) && (c.route != nil && c.route.browser || c.r.Header.Get("Sec-Fetch-Site") == "same-origin") {
+		// Browsers ask for a password on a Basic challenge, and answer the
+		// challenge of the dashboard's own requests to the API with it.
 		c.w.Header().Add("WWW-Authenticate", `Basic realm="fence", charset="UTF-8"`)
 	}
 	p := writeProblem(c.w, err, allow)

@@ -139,8 +139,12 @@ func (s *Server) watch(c *call, _ match) error {
 
 // writeEvent writes e unless the caller may not read its resource.
 func (s *Server) writeEvent(c *call, e watch.Event) error {
-	if e.Resource != "" && s.Auth != nil && s.Auth(c.r, permRead, e.Resource) != nil {
-		return nil
+	if e.Resource != "" && s.Auth != nil {
+		if err := s.Auth(c.r, permRead, e.Resource); errors.Is(err, fence.ErrUnauthorized) {
+			return err // the token was revoked (an auth file reload): the stream ends
+		} else if err != nil {
+			return nil // not this caller's to see
+		}
 	}
 	data, err := json.Marshal(eventOf(e))
 	if err != nil {
