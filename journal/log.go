@@ -12,8 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // The log is a sequence of segments, files of SegmentSize bytes made at
@@ -117,7 +115,7 @@ func (s *segment) append(buf, payload []byte) ([]byte, error) {
 	if _, err := s.f.WriteAt(buf, s.off); err != nil {
 		return buf, err
 	}
-	if err := unix.Fdatasync(int(s.f.Fd())); err != nil {
+	if err := datasync(s.f); err != nil {
 		return buf, err
 	}
 	s.off += int64(len(buf))
