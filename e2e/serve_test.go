@@ -158,3 +158,34 @@ func TestServe_LongPollOutlivesWriteTimeout(t *testing.T) {
 		t.Fatalf("B: status %d lease %+v, want 200 with token %d", code, b, a.Token+1)
 	}
 }
+
+// TestServe_HealthzAndHUP checks fence healthz against a running server and
+// a stopped one, and that SIGHUP without --auth-file leaves the server
+// serving (it would stop it by default), as a service manager's reload
+// sends it.
+func TestServe_HealthzAndHUP(t *testing.T) {
+	srv := startServer(t, t.TempDir(), true)
+	healthz := func() error {
+		return exec.Command(binary, "healthz", "--addr", srv.URL, "--timeout", "2s").Run()
+	}
+	if err := healthz(); err != nil {
+		t.Fatalf("fence healthz against a ready server: %v", err)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if isDone(srv.exited) {
+		t.Fatal("SIGHUP without --auth-file stopped the server")
+	}
+	if err := healthz(); err != nil {
+		t.Fatalf("fence healthz after SIGHUP: %v", err)
+	}
+	if !strings.Contains(srv.logs.String(), "nothing to reload") {
+		t.Errorf("no log line for the SIGHUP: %s", srv.logs.String())
+	}
+	srv.kill()
+	if err := healthz(); err == nil {
+		t.Fatal("fence healthz against a stopped server exited 0")
+	}
+}

@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -45,11 +46,14 @@ type apiCommand struct {
 	args []string
 	api  *client.API
 	io   stdio
+	// otherToken is FENCE_RESOURCE when FENCE_TOKEN was ignored because it
+	// is the token of another resource than the one written.
+	otherToken string
 }
 
 // newAPICommand prepares command name; register adds its own flags.
 func newAPICommand(io stdio, name, synopsis, examples string, register func(fs *flag.FlagSet)) *apiCommand {
-	c := &apiCommand{io: io, fs: newFlagSet(name, synopsis, examples, io.err)}
+	c := &apiCommand{io: io, fs: newFlagSet(name, synopsis, examples, io.out)}
 	addClientFlags(c.fs, &c.cfg)
 	if register != nil {
 		register(c.fs)
@@ -80,9 +84,12 @@ func (c *apiCommand) parse(args []string, names ...string) error {
 		return err
 	}
 	c.args = positional
+	if c.cfg.Addr, err = cleanAddr(c.cfg.Addr); err != nil {
+		return err
+	}
 	c.api, err = client.NewAPI(c.cfg.Addr)
 	if err != nil {
-		return &usageError{err}
+		return addrError(err)
 	}
 	c.api.AuthToken = c.cfg.AuthToken
 	hc, err := c.cfg.httpClient()
@@ -95,12 +102,34 @@ func (c *apiCommand) parse(args []string, names ...string) error {
 	return nil
 }
 
-// requireToken checks that --token (or FENCE_TOKEN) was given.
-func (c *apiCommand) requireToken(t *tokenFlag) error {
-	if t.Token == 0 {
-		return &usageError{fmt.Errorf("%s: --token (or FENCE_TOKEN) is required", c.fs.Name())}
+// lockToken returns --token for a call on resource. Its environment twin
+// FENCE_TOKEN, which fence lock sets for its command, is the token of the
+// lock's resource, FENCE_RESOURCE: for another resource it is ignored, and
+// a command that needs a token then says so (see requireToken).
+func (c *apiCommand) lockToken(t *tokenFlag, resource string) fence.Token {
+	if setOnCommandLine(c.fs, "token") {
+		return t.Token
 	}
-	return nil
+	if lockRes, ok := os.LookupEnv("FENCE_RESOURCE"); ok && lockRes != resource {
+		if _, ok := os.LookupEnv("FENCE_TOKEN"); ok {
+			c.otherToken = lockRes
+			return 0
+		}
+	}
+	return t.Token
+}
+
+// requireToken returns the token for a write to resource, which must be
+// given by --token, or by FENCE_TOKEN for the resource of FENCE_RESOURCE.
+func (c *apiCommand) requireToken(t *tokenFlag, resource string) (fence.Token, error) {
+	token := c.lockToken(t, resource)
+	switch {
+	case token != 0:
+		return token, nil
+	case c.otherToken != "":
+		return 0, &usageError{fmt.Errorf("%s: FENCE_TOKEN is the token of FENCE_RESOURCE=%s, not of %s: pass --token", c.fs.Name(), c.otherToken, resource)}
+	}
+	return 0, &usageError{fmt.Errorf("%s: --token (or FENCE_TOKEN) is required", c.fs.Name())}
 }
 
 // print writes v as JSON with -o json, else the text.
@@ -110,24 +139,6 @@ func (c *apiCommand) print(v any, text string) error {
 	}
 	_, err := fmt.Fprintln(c.io.out, text)
 	return err
-}
-
-// apiError maps an error of the server to the documented exit codes.
-func apiError(err error) error {
-	if err == nil {
-		return nil
-	}
-	code := exitFailure
-	var p *wire.Problem
-	switch {
-	case errors.Is(err, fence.ErrLockHeld):
-		code = exitNotHeld
-	case errors.Is(err, fence.ErrFenced), errors.Is(err, fence.ErrTokenNotIssued):
-		code = exitFenced
-	case errors.As(err, &p) && p.Status >= 400 && p.Status < 500:
-		code = exitRejected
-	}
-	return &exitError{code: code, err: err}
 }
 
 type leaseJSON struct {
@@ -166,7 +177,7 @@ func acquireCmd(ctx context.Context, args []string, std stdio) error {
 	}
 	l, err := c.api.Acquire(ctx, c.args[0], holder, ttl, wait)
 	if err != nil {
-		return apiError(err)
+		return apiWriteError(err)
 	}
 	return c.print(leaseOut(l))
 }
@@ -182,12 +193,13 @@ func renewCmd(ctx context.Context, args []string, std stdio) error {
 	if err := c.parse(args, "RESOURCE"); err != nil {
 		return err
 	}
-	if err := c.requireToken(&token); err != nil {
+	tok, err := c.requireToken(&token, c.args[0])
+	if err != nil {
 		return err
 	}
-	l, err := c.api.Renew(ctx, c.args[0], token.Token, ttl)
+	l, err := c.api.Renew(ctx, c.args[0], tok, ttl)
 	if err != nil {
-		return apiError(err)
+		return apiWriteError(err)
 	}
 	return c.print(leaseOut(l))
 }
@@ -199,11 +211,12 @@ func releaseCmd(ctx context.Context, args []string, std stdio) error {
 	if err := c.parse(args, "RESOURCE"); err != nil {
 		return err
 	}
-	if err := c.requireToken(&token); err != nil {
+	tok, err := c.requireToken(&token, c.args[0])
+	if err != nil {
 		return err
 	}
-	if err := c.api.Release(ctx, c.args[0], token.Token); err != nil {
-		return apiError(err)
+	if err := c.api.Release(ctx, c.args[0], tok); err != nil {
+		return apiWriteError(err)
 	}
 	return c.print(map[string]any{"resource": c.args[0], "released": true}, c.args[0]+": released")
 }
@@ -355,6 +368,39 @@ func eventText(e watch.Event) string {
 	return b.String()
 }
 
+func healthzCmd(ctx context.Context, args []string, std stdio) error {
+	timeout := 2 * time.Second
+	c := newAPICommand(std, "healthz", "fence healthz [--timeout D]",
+		"  fence healthz && echo ready\n  fence healthz --addr https://127.0.0.1:7700 --cacert ca.pem   # a container's health check\n",
+		func(fs *flag.FlagSet) {
+			fs.DurationVar(&timeout, "timeout", timeout, "how long to wait for the answer")
+		})
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	addr := c.api.Addrs()[0]
+	req, err := http.NewRequestWithContext(ctx, "GET", addr+"/readyz", nil)
+	if err != nil {
+		return &usageError{err}
+	}
+	hc := c.api.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthz: %s is not answering: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthz: %s is not ready: %s", addr, wire.ProblemError(resp.StatusCode, body))
+	}
+	return c.print(map[string]any{"addr": addr, "status": "ready"}, addr+" is ready")
+}
+
 func clusterCmd(ctx context.Context, args []string, std stdio) error {
 	c := newAPICommand(std, "cluster", "fence cluster", "  fence cluster\n  FENCE_ADDR=http://a:7700,http://b:7700 fence cluster -o json\n", nil)
 	if err := c.parse(args); err != nil {
@@ -391,21 +437,21 @@ func putCmd(ctx context.Context, args []string, std stdio) error {
 	if err := c.parse(args, "RESOURCE", "KEY", "[VALUE]"); err != nil {
 		return err
 	}
-	if err := c.requireToken(&token); err != nil {
+	tok, err := c.requireToken(&token, c.args[0])
+	if err != nil {
 		return err
 	}
 	var value []byte
 	if len(c.args) == 3 {
 		value = []byte(c.args[2])
 	} else {
-		var err error
 		if value, err = io.ReadAll(limitReader(c.io.in)); err != nil {
 			return fmt.Errorf("put: reading the value from stdin: %w", err)
 		}
 	}
-	res, err := c.api.Put(ctx, c.args[0], c.args[1], value, token.Token, fence.Cond{IfMatch: fence.Rev(ifMatch), IfAbsent: ifNoneMatch})
+	res, err := c.api.Put(ctx, c.args[0], c.args[1], value, tok, fence.Cond{IfMatch: fence.Rev(ifMatch), IfAbsent: ifNoneMatch})
 	if err != nil {
-		return apiError(err)
+		return apiWriteError(err)
 	}
 	return c.print(map[string]any{"resource": c.args[0], "key": c.args[1], "revision": res.Rev, "fence": res.LastFence},
 		fmt.Sprintf("%s/%s: revision %d, fence %d", c.args[0], c.args[1], res.Rev, res.LastFence))
@@ -443,12 +489,13 @@ func deleteCmd(ctx context.Context, args []string, std stdio) error {
 	if err := c.parse(args, "RESOURCE", "KEY"); err != nil {
 		return err
 	}
-	if err := c.requireToken(&token); err != nil {
+	tok, err := c.requireToken(&token, c.args[0])
+	if err != nil {
 		return err
 	}
-	res, err := c.api.Delete(ctx, c.args[0], c.args[1], token.Token, fence.Cond{IfMatch: fence.Rev(ifMatch)})
+	res, err := c.api.Delete(ctx, c.args[0], c.args[1], tok, fence.Cond{IfMatch: fence.Rev(ifMatch)})
 	if err != nil {
-		return apiError(err)
+		return apiWriteError(err)
 	}
 	return c.print(map[string]any{"resource": c.args[0], "key": c.args[1], "revision": res.Rev},
 		fmt.Sprintf("%s/%s: deleted at revision %d", c.args[0], c.args[1], res.Rev))
@@ -463,10 +510,10 @@ func fenceCmd(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	var last fence.Token
-	if token.Token != 0 {
-		res, err := c.api.Claim(ctx, c.args[0], token.Token)
+	if tok := c.lockToken(&token, c.args[0]); tok != 0 {
+		res, err := c.api.Claim(ctx, c.args[0], tok)
 		if err != nil {
-			return apiError(err)
+			return apiWriteError(err)
 		}
 		last = res.LastFence
 	} else {
@@ -491,11 +538,12 @@ func txnCmd(ctx context.Context, args []string, std stdio) error {
 	}
 	t, err := httpapi.ParseTxn(body)
 	if err != nil {
-		return &exitError{code: exitRejected, err: fmt.Errorf("txn: %w", err)}
+		msg := strings.TrimPrefix(strings.TrimPrefix(tidy(err.Error()), "bad request: "), "txn: ")
+		return &exitError{code: exitRejected, err: &userError{"txn: the transaction on stdin is not valid: " + msg, err}}
 	}
 	rev, err := c.api.Txn(ctx, t)
 	if err != nil {
-		return apiError(err)
+		return apiWriteError(err)
 	}
 	return c.print(map[string]any{"revision": rev}, "revision "+strconv.FormatUint(uint64(rev), 10))
 }

@@ -91,8 +91,8 @@ type benchConfig struct {
 	progress     string // --progress: auto, always or never
 }
 
-func benchFlags(cfg *benchConfig, stderr io.Writer) *flag.FlagSet {
-	fs := newFlagSet("bench", benchSynopsis, benchExamples, stderr)
+func benchFlags(cfg *benchConfig, out io.Writer) *flag.FlagSet {
+	fs := newFlagSet("bench", benchSynopsis, benchExamples, out)
 	addClientFlags(fs, &cfg.clientConfig)
 	fs.Func("workload", "`name` of the workload: cycle, write or contended (default cycle)", func(s string) error {
 		if !slices.Contains(load.Workloads, load.Workload(s)) {
@@ -117,14 +117,7 @@ func benchFlags(cfg *benchConfig, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long to measure, after the warm-up")
 	fs.DurationVar(&cfg.Warmup, "warmup", load.DefaultWarmup, "how long to run before measuring (not counted)")
 	fs.DurationVar(&cfg.TTL, "ttl", load.DefaultTTL, "TTL of every lease")
-	fs.Func("wait", "`duration` an acquire waits for a held lock, wait_ms (default 0; 10s for contended)", func(s string) error {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return errors.New("want a duration such as 10s")
-		}
-		cfg.Wait, cfg.waitSet = d, true
-		return nil
-	})
+	fs.Var(&setDuration{d: &cfg.Wait, set: &cfg.waitSet}, "wait", "`duration` an acquire waits for a held lock, wait_ms (default 0; 10s for contended)")
 	fs.IntVar(&cfg.ValueSize, "value-size", load.DefaultValueSize, "size in `bytes` of the value of every PUT")
 	fs.DurationVar(&cfg.Timeout, "timeout", load.DefaultTimeout, "time limit of each request (an acquire gets --wait on top)")
 	fs.StringVar(&cfg.Key, "key", load.DefaultKey, "`key` written in each resource (may contain '/')")
@@ -160,7 +153,11 @@ func (cfg *benchConfig) validate() error {
 		// internal/bench builds its own transports, without a TLS hook yet.
 		return &usageError{errors.New("bench: --cacert, --client-cert and --client-key are not supported yet")}
 	}
-	cfg.Config.Addr = cfg.clientConfig.Addr
+	addr, err := cleanAddr(cfg.clientConfig.Addr)
+	if err != nil {
+		return err
+	}
+	cfg.Config.Addr = addr
 	cfg.Config.AuthToken = cfg.clientConfig.AuthToken
 	if err := cfg.Config.Validate(); err != nil {
 		return &usageError{fmt.Errorf("bench: %w", err)}
@@ -171,7 +168,7 @@ func (cfg *benchConfig) validate() error {
 // bench runs a load against a fence server and prints the report.
 func bench(ctx context.Context, args []string, io stdio) error {
 	var cfg benchConfig
-	fs := benchFlags(&cfg, io.err)
+	fs := benchFlags(&cfg, io.out)
 	positional, _, dashdash, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -194,7 +191,7 @@ func bench(ctx context.Context, args []string, io stdio) error {
 	rep, err := load.Run(ctx, cfg.Config)
 	line.finish()
 	if err != nil {
-		return fmt.Errorf("bench: %w", err)
+		return commandError("bench", err)
 	}
 	if cfg.Output == "json" {
 		err = printJSON(io.out, rep)

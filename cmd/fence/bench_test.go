@@ -141,7 +141,7 @@ func TestBench_BadFlags(t *testing.T) {
 		{"--value-size", "-1"},
 		{"--key", ""},
 		{"--key", "a/../b"},
-		{"--addr", "127.0.0.1:7700"},
+		{"--addr", "ftp://127.0.0.1:7700"},
 		{"-o", "yaml"},
 		{"--progress", "sometimes"},
 		{"--no-such-flag"},

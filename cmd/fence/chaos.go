@@ -40,9 +40,11 @@ strictly increase; no acknowledged write is lost; the key-value history is
 linearizable (porcupine). A run fails if the checker finds a violation, or if
 no fault bit (no pause outlasted a TTL and no operation was cut short).
 
-Without --addr, an embedded fence serve runs in a temporary directory. With
---addr, the run targets your deployment (through a local proxy); kill is then
-not available. It writes keys k0..k<keys-1> of resources r0..r<resources-1>.
+Without --addr, an embedded fence serve runs in a temporary directory, even
+if FENCE_ADDR is set: only --addr on the command line points the run at your
+deployment (through a local proxy); kill is then not available. The first
+line on stderr says which servers the run uses. It writes keys
+k0..k<keys-1> of resources r0..r<resources-1>.
 --unsafe runs the same workload with the storage on a store that ignores
 fencing tokens: the checker must report violations there.
 
@@ -86,8 +88,8 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 		clients, resources, keys int
 	)
 	var faults faultsFlag
-	fs := newFlagSet("chaos", "fence chaos [--addr URL | --cluster etcd|postgres [--unsafe-epoch]] [--duration D] [--clients N] [--resources M] [--seed S] [--faults KINDS] [--unsafe] [--history FILE] [-o json]\n\n"+chaosHelp, chaosExamples, std.err)
-	fs.StringVar(&addr, "addr", "", "base `URL` of a fence server to test (default: an embedded one)")
+	fs := newFlagSet("chaos", "fence chaos [--addr URL | --cluster etcd|postgres [--unsafe-epoch]] [--duration D] [--clients N] [--resources M] [--seed S] [--faults KINDS] [--unsafe] [--history FILE] [-o json]\n\n"+chaosHelp, chaosExamples, std.out)
+	fs.Var(cmdLineOnly{&addr}, "addr", "base `URL` of a fence server to test (default: an embedded one; FENCE_ADDR is not read)")
 	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the workload runs")
 	fs.IntVar(&clients, "clients", 6, "client processes")
 	fs.IntVar(&resources, "resources", 4, "resources (fewer than clients, so that they contend)")
@@ -102,12 +104,18 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	fs.DurationVar(&cfg.ElectionTTL, "election-ttl", 0, "with --cluster: the servers' --election-ttl (default theirs, 2s); leader-pause outlasts it")
 	fs.BoolVar(&cfg.UnsafeEpoch, "unsafe-epoch", false, "with --cluster: the servers skip the writer-epoch check, and two faults in three are leader-pauses (the checker must find violations)")
 	fs.StringVar(&hist, "history", "", "write the history as JSON lines to `FILE` (and the linearizability HTML next to it on failure; with --cluster, the servers' logs fence1.log ... too, which without --history are kept only on failure)")
-	fs.StringVar(&out, "o", "text", "output `format`: text or json")
+	addOutputFlag(fs, &out)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if out != "text" && out != "json" {
-		return &usageError{fmt.Errorf("chaos: -o %q: want text or json", out)}
+		return &usageError{fmt.Errorf("chaos: --output %q: want text or json", out)}
+	}
+	if addr != "" {
+		var err error
+		if addr, err = cleanAddr(addr); err != nil {
+			return err
+		}
 	}
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -156,6 +164,11 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 		if cfg.UnsafeEpoch {
 			target += ", writer-epoch check OFF"
 		}
+	}
+	if cfg.Cluster != "" {
+		fmt.Fprintf(std.err, "fence chaos: using a cluster of %d fence servers on %s, started here\n", chaos.ClusterServers, cfg.Cluster)
+	} else {
+		fmt.Fprintln(std.err, "fence chaos: "+demoTarget(addr))
 	}
 	fmt.Fprintf(std.err, "fence chaos: %s, %d clients, %d resources, ttl %s, faults %q, seed %d%s\n",
 		cfg.Duration, cfg.Clients, cfg.Resources, cfg.TTL, faults.value, seed, target)
@@ -330,7 +343,7 @@ func (f *faultsFlag) Set(v string) error {
 func chaosWorkerCmd(ctx context.Context, args []string, std stdio) error {
 	var cfg chaos.WorkerConfig
 	var seed uint64
-	fs := newFlagSet("chaos-worker", "fence chaos-worker (internal: a client process of fence chaos)", "", std.err)
+	fs := newFlagSet("chaos-worker", "fence chaos-worker (internal: a client process of fence chaos)", "", std.out)
 	fs.IntVar(&cfg.Client, "client", 0, "client index")
 	fs.StringVar(&cfg.LockAddr, "lock-addr", "", "lock service URL")
 	fs.StringVar(&cfg.StoreAddr, "store-addr", "", "storage URL")
@@ -342,8 +355,10 @@ func chaosWorkerCmd(ctx context.Context, args []string, std stdio) error {
 	fs.DurationVar(&cfg.Think, "think", 0, "mean pause between cycles")
 	fs.Uint64Var(&seed, "seed", 0, "seed")
 	fs.Int64Var(&cfg.Start, "start", 0, "run start, Unix ns")
-	if err := fs.Parse(args); err != nil {
-		return &usageError{err}
+	// No environment twins: fence chaos gives every flag, and the user's
+	// FENCE_* variables are not for its workers.
+	if err := parseOnce(fs, args); err != nil {
+		return err
 	}
 	cfg.Seed = seed
 	return chaos.RunWorker(ctx, cfg, std.out)

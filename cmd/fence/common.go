@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,35 +25,56 @@ type clientConfig struct {
 }
 
 // newFlagSet returns a flag set for command name whose --help prints synopsis,
-// the flags and examples.
-func newFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet {
+// the flags and examples on out, the command's stdout.
+func newFlagSet(name, synopsis, examples string, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(out)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: %s\n\n", synopsis)
 		if examples != "" {
 			fmt.Fprintf(fs.Output(), "Examples:\n%s\n", examples)
 		}
-		fmt.Fprintln(fs.Output(), "Flags (each has an environment twin FENCE_<FLAG>):")
+		fmt.Fprintf(fs.Output(), "Flags (each has an environment twin FENCE_<FLAG>%s):\n", envExceptions(fs))
 		fs.PrintDefaults()
 	}
 	return fs
 }
 
+// envExceptions names the flags of fs without an environment twin, for the
+// heading of the flags in --help.
+func envExceptions(fs *flag.FlagSet) string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := f.Value.(noEnvTwin); ok {
+			names = append(names, dashed(f.Name))
+		}
+	})
+	if len(names) == 0 {
+		return ""
+	}
+	return ", except " + strings.Join(names, " and ")
+}
+
 // addClientFlags adds --addr, --auth-token, --cacert, --client-cert,
 // --client-key and -o to fs.
 func addClientFlags(fs *flag.FlagSet, cfg *clientConfig) {
-	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "base `URL` of the fence server, or of a cluster's servers separated by commas (calls stay on one that answers and fail over to the next)")
+	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "base `URL` of the fence server (host:port means http://host:port), or of a cluster's servers separated by commas (calls stay on one that answers and fail over to the next)")
 	addAuthTokenFlag(fs, cfg)
 	addTLSClientFlags(fs, cfg)
-	fs.StringVar(&cfg.Output, "o", "text", "output `format`: text or json (also --output, FENCE_OUTPUT)")
-	fs.StringVar(&cfg.Output, "output", "text", "output `format`: text or json")
+	addOutputFlag(fs, &cfg.Output)
+}
+
+// addOutputFlag adds --output and its short name -o to fs: one flag, whose
+// environment twin is FENCE_OUTPUT.
+func addOutputFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "output", "text", "output `format`: text or json (also -o)")
+	fs.Var(fs.Lookup("output").Value, "o", "output `format`: text or json (same as --output)")
 }
 
 // validateOutput checks -o.
 func (c *clientConfig) validateOutput() error {
 	if c.Output != "text" && c.Output != "json" {
-		return &usageError{fmt.Errorf("-o %q: want text or json", c.Output)}
+		return &usageError{fmt.Errorf("--output %q: want text or json", c.Output)}
 	}
 	return nil
 }
@@ -63,11 +85,8 @@ func (c *clientConfig) validateOutput() error {
 func parseArgs(fs *flag.FlagSet, args []string) (positional, command []string, dashdash bool, err error) {
 	rest := args
 	for {
-		if err := fs.Parse(rest); err != nil {
-			if err == flag.ErrHelp {
-				return nil, nil, false, err
-			}
-			return nil, nil, false, &usageError{err}
+		if err := parseOnce(fs, rest); err != nil {
+			return nil, nil, false, err
 		}
 		left := fs.Args()
 		consumed := len(rest) - len(left)
@@ -111,4 +130,38 @@ func addTLSClientFlags(fs *flag.FlagSet, cfg *clientConfig) {
 	fs.StringVar(&cfg.CACert, "cacert", "", "PEM `file` of the CA certificates that verify an https --addr (default: the system's)")
 	fs.StringVar(&cfg.ClientCert, "client-cert", "", "PEM certificate `file` presented to a server with --client-ca (with --client-key)")
 	fs.StringVar(&cfg.ClientKey, "client-key", "", "PEM private key `file` of --client-cert")
+}
+
+// cleanAddr returns addr, the --addr of a command (one server's base URL,
+// or a cluster's separated by commas), with http:// in front of every entry
+// that has no scheme: 127.0.0.1:7700 is http://127.0.0.1:7700. An entry with
+// a scheme other than http and https is a usage error.
+func cleanAddr(addr string) (string, error) {
+	entries := strings.Split(addr, ",")
+	for i, e := range entries {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue // the client says which entry is empty
+		}
+		scheme, _, ok := strings.Cut(e, "://")
+		if !ok {
+			e = "http://" + e
+		} else if s := strings.ToLower(scheme); s != "http" && s != "https" {
+			return "", &usageError{fmt.Errorf("--addr %q: want host:port, http://host:port or https://host:port", e)}
+		}
+		entries[i] = e
+	}
+	return strings.Join(entries, ","), nil
+}
+
+// addrError is a server address that the client refused, as a usage error
+// in the terms of --addr.
+func addrError(err error) error {
+	msg := tidy(err.Error())
+	if strings.HasPrefix(msg, "no server address") {
+		return &usageError{errors.New("--addr is empty: want host:port, http://host:port or https://host:port")}
+	}
+	msg = strings.TrimPrefix(msg, "server addresses ")
+	msg = strings.TrimPrefix(msg, "server address ")
+	return &usageError{fmt.Errorf("--addr %s", msg)}
 }

@@ -52,10 +52,10 @@ func TestAddClientFlags_AddrList(t *testing.T) {
 		}
 	})
 	t.Run("Help", func(t *testing.T) {
-		var errOut bytes.Buffer
-		run(t.Context(), []string{"status", "--help"}, stdio{strings.NewReader(""), io.Discard, &errOut})
-		if !strings.Contains(errOut.String(), "separated by commas") {
-			t.Fatalf("fence status --help does not say that --addr takes a list:\n%s", errOut.String())
+		var out bytes.Buffer
+		run(t.Context(), []string{"status", "--help"}, stdio{strings.NewReader(""), &out, io.Discard})
+		if !strings.Contains(out.String(), "separated by commas") {
+			t.Fatalf("fence status --help does not say that --addr takes a list:\n%s", out.String())
 		}
 	})
 }

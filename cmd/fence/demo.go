@@ -30,9 +30,11 @@ The story runs twice, with locks from fence both times:
 Each step is printed on a timeline with its measured time offset.
 
 Without --addr the locks and the storage come from an embedded fence server
-in a temporary directory, removed afterwards. With --addr they come from a
-running server; each run uses a resource of its own, demo-<random>-unsafe and
-demo-<random>-fenced, so that demos never collide.
+in a temporary directory, removed afterwards, even if FENCE_ADDR is set: only
+--addr on the command line points the demo at a running server. Then each
+run uses a resource of its own, demo-<random>-unsafe and demo-<random>-fenced,
+so that demos never collide. The first line on stderr says which server the
+demo uses.
 
 With -o json the output is one JSON object: addr, embedded, ttl_ms,
 pause_ms, ok, and "unsafe" and "fenced", each with resource, key, token_a,
@@ -59,12 +61,12 @@ type demoConfig struct {
 	mermaid string // --mermaid: where to write the diagram; "" for none
 }
 
-func demoFlags(cfg *demoConfig, stderr io.Writer) *flag.FlagSet {
-	fs := newFlagSet("demo", demoSynopsis, demoExamples, stderr)
-	// Not addClientFlags: here an empty --addr means an embedded server.
-	fs.StringVar(&cfg.clientConfig.Addr, "addr", "", "base `URL` of a running fence server (default: an embedded server in a temporary directory)")
-	fs.StringVar(&cfg.Output, "o", "text", "output `format`: text or json (also --output, FENCE_OUTPUT)")
-	fs.StringVar(&cfg.Output, "output", "text", "output `format`: text or json")
+func demoFlags(cfg *demoConfig, out io.Writer) *flag.FlagSet {
+	fs := newFlagSet("demo", demoSynopsis, demoExamples, out)
+	// Not addClientFlags: here an empty --addr means an embedded server,
+	// and an exported FENCE_ADDR must not point the demo at a real one.
+	fs.Var(cmdLineOnly{&cfg.clientConfig.Addr}, "addr", "base `URL` of a running fence server (default: an embedded server in a temporary directory; FENCE_ADDR is not read)")
+	addOutputFlag(fs, &cfg.Output)
 	fs.DurationVar(&cfg.TTL, "ttl", story.DefaultTTL, "TTL of the holders' leases")
 	fs.DurationVar(&cfg.Pause, "pause", 0, "how long A pauses after it acquires; longer than --ttl (default: --ttl + 500ms)")
 	fs.StringVar(&cfg.mermaid, "mermaid", "", "write a Mermaid sequenceDiagram of both runs to `FILE`")
@@ -77,6 +79,13 @@ func (cfg *demoConfig) validate() error {
 	if err := cfg.validateOutput(); err != nil {
 		return err
 	}
+	if cfg.clientConfig.Addr != "" {
+		addr, err := cleanAddr(cfg.clientConfig.Addr)
+		if err != nil {
+			return err
+		}
+		cfg.clientConfig.Addr = addr
+	}
 	cfg.Config.Addr = cfg.clientConfig.Addr
 	if err := cfg.Config.Validate(); err != nil {
 		return &usageError{err}
@@ -87,7 +96,7 @@ func (cfg *demoConfig) validate() error {
 // demo runs the stale-holder story without and with fencing, and prints it.
 func demo(ctx context.Context, args []string, io stdio) error {
 	var cfg demoConfig
-	fs := demoFlags(&cfg, io.err)
+	fs := demoFlags(&cfg, io.out)
 	positional, _, dashdash, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -102,12 +111,13 @@ func demo(ctx context.Context, args []string, io stdio) error {
 		return err
 	}
 
+	fmt.Fprintln(io.err, "fence demo: "+demoTarget(cfg.Config.Addr))
 	if cfg.Output == "text" {
 		fmt.Fprintf(io.err, "fence demo: two runs of about %s each...\n", demoPause(cfg.Config))
 	}
 	res, runErr := story.Run(ctx, cfg.Config)
 	if runErr != nil && len(res.Unsafe.Events) == 0 {
-		return runErr // nothing happened worth printing; it says "demo: ..." already
+		return commandError("demo", runErr) // nothing happened worth printing
 	}
 	if cfg.Output == "json" {
 		err = printJSON(io.out, res)
@@ -126,11 +136,24 @@ func demo(ctx context.Context, args []string, io stdio) error {
 	}
 	switch {
 	case runErr != nil:
-		return runErr
+		return commandError("demo", runErr)
 	case !res.OK:
 		return &exitError{code: exitFailure, err: fmt.Errorf("demo: fencing did not stop the stale holder: %s", res.Fenced.Summary)}
 	}
 	return nil
+}
+
+// demoTarget says which server a demo (or chaos run) with --addr addr
+// uses, and that an exported FENCE_ADDR is not it.
+func demoTarget(addr string) string {
+	if addr != "" {
+		return "using the fence server at " + addr + " (--addr)"
+	}
+	msg := "using an embedded fence server in a temporary directory"
+	if env := os.Getenv("FENCE_ADDR"); env != "" {
+		msg += fmt.Sprintf(" (FENCE_ADDR=%s is not read: give --addr for that server)", env)
+	}
+	return msg
 }
 
 // demoPause returns the pause a run will use, for the progress line.

@@ -123,8 +123,8 @@ func TestDemo(t *testing.T) {
 			f.Events[n-1].Reply != "409 fenced (presented 1, last_fence 2)" || f.Events[n-1].AtMS < 700 {
 			t.Errorf("fenced events: %+v, want 7 ending with A's fenced PUT after its 700ms pause", f.Events)
 		}
-		if stderr != "" {
-			t.Errorf("stderr=%q, want nothing with -o json", stderr)
+		if want := "fence demo: using an embedded fence server in a temporary directory\n"; stderr != want {
+			t.Errorf("stderr=%q, want only the server it uses with -o json: %q", stderr, want)
 		}
 	})
 
@@ -205,7 +205,7 @@ func TestDemo(t *testing.T) {
 			{"--ttl", "1s", "--pause", "1s"},
 			{"--ttl", "1ms"},
 			{"-o", "yaml"},
-			{"--addr", "127.0.0.1:7700"},
+			{"--addr", "ftp://127.0.0.1:7700"},
 			{"--", "x"},
 		} {
 			_, _, err := runDemo(t, args...)
@@ -218,14 +218,17 @@ func TestDemo(t *testing.T) {
 
 	t.Run("Help", func(t *testing.T) {
 		t.Parallel()
-		_, stderr, err := runDemo(t, "--help")
+		stdout, stderr, err := runDemo(t, "--help")
 		if !errors.Is(err, flag.ErrHelp) {
 			t.Fatalf("err=%v, want flag.ErrHelp", err)
 		}
 		for _, want := range []string{"Usage: fence demo", "Examples:", "fence demo --addr http://127.0.0.1:7700 --mermaid demo.mmd", "-pause", "-mermaid"} {
-			if !strings.Contains(stderr, want) {
-				t.Errorf("help lacks %q:\n%s", want, stderr)
+			if !strings.Contains(stdout, want) {
+				t.Errorf("help lacks %q:\n%s", want, stdout)
 			}
+		}
+		if stderr != "" {
+			t.Errorf("stderr=%q, want the help on stdout only", stderr)
 		}
 	})
 }

@@ -21,7 +21,7 @@ func keygenCmd(ctx context.Context, args []string, std stdio) error {
 		out   string
 		force bool
 	)
-	fs := newFlagSet("keygen", "fence keygen --out FILE [--force]", keygenExamples, std.err)
+	fs := newFlagSet("keygen", "fence keygen --out FILE [--force]", keygenExamples, std.out)
 	fs.StringVar(&out, "out", "", "key `file` to write (mode 0600)")
 	fs.BoolVar(&force, "force", false, "overwrite FILE if it exists")
 	if err := parseFlags(fs, args); err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -14,34 +15,61 @@ import (
 	"github.com/fence-lock/fence/client"
 )
 
+const lockSynopsis = `fence lock RESOURCE [--ttl 10s] [--wait D] [--holder ID] [--kill-grace 5s] [--conflict-exit-code 3] [--quiet] -- CMD [ARGS...]
+
+Acquires the lock on RESOURCE and runs CMD in its own process group, with
+FENCE_TOKEN, FENCE_RESOURCE, FENCE_HOLDER and FENCE_ADDR in its environment
+(and FENCE_SEQUENCER if the server signs its grants, FENCE_AUTH_TOKEN,
+FENCE_CACERT, FENCE_CLIENT_CERT and FENCE_CLIENT_KEY when they are set), so
+that fence commands inside CMD reach the same server the same way and write
+with the lock's token. FENCE_TOKEN stands for --token only for FENCE_RESOURCE:
+a fence command inside CMD that writes another resource needs its own --token.
+
+fence lock keeps the lease alive, forwards signals to CMD, releases the lock
+when CMD exits and exits with CMD's exit code (128+N if signal N killed it).
+If the lease is lost, CMD's process group gets SIGTERM at once and SIGKILL
+after --kill-grace, and fence lock exits 4. If fence lock itself dies (kill -9,
+the OOM killer), CMD and every process it started are killed too: on Linux a
+small supervisor process (fence __supervise) stands between them for that.
+
+If another holder has the lock for all of --wait, fence lock exits with
+--conflict-exit-code (default 3) and says so on stderr, unless --quiet: from
+cron, --quiet makes a run that found the lock taken send no mail.`
+
 const lockExamples = `  fence lock nightly-report -- ./make-report.sh --full
   fence lock orders --ttl 30s --wait 1m -- sh -c 'fence put orders total "$(compute)"'
-  # crontab: one run at a time across all machines, each write fenced
-  */5 * * * * fence lock --addr http://fence:7700 billing -- /usr/local/bin/bill
+  # crontab: one run at a time across all machines, each write fenced; a run
+  # that finds the lock taken exits 0 and prints nothing
+  */5 * * * * fence lock --addr fence:7700 --quiet --conflict-exit-code 0 billing -- /usr/local/bin/bill
 `
 
 // lockCmd runs a command under a lock: it acquires RESOURCE, runs the
 // command in its own process group with FENCE_TOKEN, FENCE_RESOURCE,
 // FENCE_HOLDER and FENCE_ADDR (and FENCE_SEQUENCER if the server signs its
-// grants) in its environment, keeps the lease alive, and
-// releases it when the command exits, with the command's exit code. If the
-// lease is lost, the command's process group gets SIGTERM at once and SIGKILL
-// after --kill-grace, and fence exits with exitLeaseLost.
+// grants, and the client's credentials and TLS files) in its environment,
+// keeps the lease alive, and releases it when the command exits, with the
+// command's exit code. If the lease is lost, the command's process group
+// gets SIGTERM at once and SIGKILL after --kill-grace, and fence exits with
+// exitLeaseLost.
 func lockCmd(ctx context.Context, args []string, std stdio) error {
 	var (
-		cfg       clientConfig
-		ttl, wait time.Duration
-		killGrace time.Duration
-		holder    string
+		cfg          clientConfig
+		ttl, wait    time.Duration
+		killGrace    time.Duration
+		holder       string
+		conflictCode int
+		quiet        bool
 	)
-	fs := newFlagSet("lock", "fence lock RESOURCE [--ttl 10s] [--wait D] [--holder ID] [--kill-grace 5s] -- CMD [ARGS...]", lockExamples, std.err)
-	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "base `URL` of the fence server, or of a cluster's servers separated by commas (the lease fails over between them)")
+	fs := newFlagSet("lock", lockSynopsis, lockExamples, std.out)
+	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "base `URL` of the fence server (host:port means http://host:port), or of a cluster's servers separated by commas (the lease fails over between them)")
 	addAuthTokenFlag(fs, &cfg)
 	addTLSClientFlags(fs, &cfg)
 	fs.DurationVar(&ttl, "ttl", fence.DefaultTTL, "lease time to live; renewed about every ttl/3")
-	fs.DurationVar(&wait, "wait", 0, "how long to wait if another holder has the lock (exit 3 after)")
+	fs.DurationVar(&wait, "wait", 0, "how long to wait if another holder has the lock (then exit with --conflict-exit-code)")
 	fs.StringVar(&holder, "holder", "", "holder `id` (default: a new random id)")
 	fs.DurationVar(&killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
+	fs.IntVar(&conflictCode, "conflict-exit-code", exitNotHeld, "exit `code` (0-255) when another holder has the lock for all of --wait")
+	fs.BoolVar(&quiet, "quiet", false, "print nothing when another holder has the lock (cron mails what a job prints)")
 	positional, command, dashdash, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -53,11 +81,29 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		return &usageError{errors.New("lock: put '--' and the command to run after RESOURCE and the flags")}
 	case killGrace < 0:
 		return &usageError{fmt.Errorf("lock: --kill-grace must not be negative, not %s", killGrace)}
+	case conflictCode < 0 || conflictCode > 255:
+		return &usageError{fmt.Errorf("lock: --conflict-exit-code %d: want 0 to 255", conflictCode)}
 	}
 	resource := positional[0]
+	if cfg.Addr, err = cleanAddr(cfg.Addr); err != nil {
+		return err
+	}
+	// Find the command before taking the lock: a typo must not take it.
+	path, err := exec.LookPath(command[0])
+	if err != nil {
+		var ee *exec.Error
+		if errors.As(err, &ee) {
+			err = ee.Err
+		}
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("lock: cannot run %q: %w", command[0], err)
+	}
 	c, err := client.New(cfg.Addr, client.WithAuthToken(cfg.AuthToken))
 	if err != nil {
-		return &usageError{err}
+		return addrError(err)
 	}
 	hc, err := cfg.httpClient()
 	if err != nil {
@@ -65,6 +111,10 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 	}
 	if hc != nil {
 		c.API().HTTPClient = hc
+	}
+	env, err := lockEnv(&cfg)
+	if err != nil {
+		return &usageError{fmt.Errorf("lock: %w", err)}
 	}
 	// Signals from now on are the command's: forward them rather than stop.
 	sigC := make(chan os.Signal, 8)
@@ -76,55 +126,99 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 	}
 	lease, err := c.Acquire(ctx, resource, opts...)
 	if err != nil {
-		return apiError(err)
+		if !errors.Is(err, fence.ErrLockHeld) {
+			return apiError(err)
+		}
+		if quiet {
+			return &exitError{code: conflictCode}
+		}
+		msg := "lock: " + describe(err)
+		if wait > 0 {
+			msg += fmt.Sprintf("; waited %s", wait)
+		}
+		return &exitError{code: conflictCode, err: &userError{msg, err}}
 	}
 	release := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := lease.Release(rctx); err != nil {
-			fmt.Fprintf(std.err, "fence: lock %s: release: %v (the lease will expire by its TTL)\n", resource, err)
+			fmt.Fprintf(std.err, "fence: lock %s: the release failed (the lease will expire by its TTL): %s\n", resource, describe(err))
 		}
 	}
 
-	cmd := exec.Command(command[0], command[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = std.in, std.out, std.err
-	cmd.Env = append(os.Environ(),
+	env = append(env,
 		"FENCE_TOKEN="+lease.Token().String(),
 		"FENCE_RESOURCE="+resource,
 		"FENCE_HOLDER="+lease.Holder(),
-		"FENCE_ADDR="+cfg.Addr,
 	)
-	// The command's own fence calls reach the same server the same way.
-	for name, v := range map[string]string{"FENCE_CACERT": cfg.CACert, "FENCE_CLIENT_CERT": cfg.ClientCert, "FENCE_CLIENT_KEY": cfg.ClientKey} {
-		if v != "" {
-			cmd.Env = append(cmd.Env, name+"="+v)
-		}
-	}
 	if seq := lease.Sequencer(); seq != "" {
-		cmd.Env = append(cmd.Env, "FENCE_SEQUENCER="+seq)
+		env = append(env, "FENCE_SEQUENCER="+seq)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	child, err := startCommand(path, command, env, std)
+	if err != nil {
 		release()
-		return fmt.Errorf("lock: starting %s: %w", command[0], err)
+		return fmt.Errorf("lock: cannot run %q: %w", command[0], err)
 	}
-	group := cmd.Process.Pid // Setpgid: the group's id is the child's pid
-	exitC := make(chan error, 1)
-	go func() { exitC <- cmd.Wait() }()
-
 	for {
 		select {
-		case err := <-exitC:
+		case err := <-child.done:
 			release()
 			return commandExit(err)
 		case sig := <-sigC:
-			syscall.Kill(-group, sig.(syscall.Signal))
+			syscall.Kill(-child.group, sig.(syscall.Signal))
 		case <-lease.Done():
-			fmt.Fprintf(std.err, "fence: lock %s: lease %d lost (%v); stopping the command\n", resource, lease.Token(), lease.Err())
-			stopGroup(group, exitC, killGrace)
+			fmt.Fprintf(std.err, "fence: lock %s: %s; stopping the command\n", resource, lostMessage(lease.Token(), lease.Err()))
+			stopGroup(child.group, child.done, killGrace)
 			return &exitError{code: exitLeaseLost}
 		}
 	}
+}
+
+// lockEnv returns the environment of fence lock's command, but for the
+// lease's own variables: fence's, with FENCE_ADDR, and the credentials and
+// TLS files that fence lock was given, so that the fence commands inside
+// reach the same servers the same way. The files are made absolute: the
+// command may change directory.
+func lockEnv(cfg *clientConfig) ([]string, error) {
+	env := append(os.Environ(), "FENCE_ADDR="+cfg.Addr)
+	if cfg.AuthToken != "" {
+		env = append(env, "FENCE_AUTH_TOKEN="+cfg.AuthToken)
+	}
+	for _, f := range []struct{ name, file string }{
+		{"FENCE_CACERT", cfg.CACert}, {"FENCE_CLIENT_CERT", cfg.ClientCert}, {"FENCE_CLIENT_KEY", cfg.ClientKey},
+	} {
+		if f.file == "" {
+			continue
+		}
+		abs, err := filepath.Abs(f.file)
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, f.name+"="+abs)
+	}
+	return env, nil
+}
+
+// superviseHelp is the help of the hidden command __supervise.
+const superviseHelp = `Usage: fence __supervise --parent PID PATH -- ARGV...
+
+Internal: fence lock starts it to run its command, so that the command and
+every process it starts are killed when fence lock dies, even by SIGKILL
+(on Linux). It is not meant to be run by hand.
+`
+
+// lostMessage says why the lease with token was lost.
+func lostMessage(token fence.Token, err error) string {
+	if errors.Is(err, fence.ErrLeaseLost) {
+		return describe(err)
+	}
+	return fmt.Sprintf("lease %d lost: %s", token, describe(err))
+}
+
+// child is the command that fence lock runs.
+type child struct {
+	group int          // the command's process group: signals go there
+	done  <-chan error // receives the command's end, as exec.Cmd.Wait returns it
 }
 
 // stopGroup sends SIGTERM to the process group, and SIGKILL if the command

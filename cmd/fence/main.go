@@ -3,8 +3,11 @@
 // and `fence bench`.
 //
 // Every flag has an environment twin: --addr is FENCE_ADDR, --read-timeout is
-// FENCE_READ_TIMEOUT. A flag given on the command line wins over its twin.
-// Exit codes are listed in exit.go and in `fence --help`.
+// FENCE_READ_TIMEOUT, -o and --output are FENCE_OUTPUT. A flag given on the
+// command line wins over its twin. The --addr of fence demo and fence chaos
+// has none: they use a server of their own unless given --addr. Exit codes
+// are listed in exit.go and in `fence --help`; `fence completion bash|zsh|fish`
+// prints a shell completion script.
 package main
 
 import (
@@ -15,8 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
-	"strings"
+	"slices"
 	"syscall"
 )
 
@@ -33,46 +35,71 @@ type stdio struct {
 	out, err io.Writer
 }
 
-// commands lists every subcommand, in the order of the usage text.
-var commands = []struct {
+// namedCommand is a subcommand and its name.
+type namedCommand struct {
 	name string
 	command
-}{
-	{"serve", command{summary: "run the lock service and the fenced storage", run: serve}},
-	{"keygen", command{summary: "write a new sequencer signing key for serve --signing-key", run: keygenCmd}},
-	{"migrate", command{summary: "copy the embedded store into a shared one (etcd, PostgreSQL)", run: migrateCmd}},
-	{"bump", command{summary: "raise every token and the revision of a store restored from a backup", run: bumpCmd}},
-	{"lock", command{summary: "run a command under a lock, with its token in FENCE_TOKEN", run: lockCmd}},
-	{"acquire", command{summary: "acquire a lock and print the lease", run: acquireCmd}},
-	{"renew", command{summary: "renew a lease", run: renewCmd}},
-	{"release", command{summary: "release a lease", run: releaseCmd}},
-	{"revoke", command{summary: "take a lock from its holder and fence it (admin; unprotected for now)", run: revokeCmd}},
-	{"status", command{summary: "print a lock's status", run: statusCmd}},
-	{"ls", command{summary: "list the locks held now (under a prefix)", run: lsCmd}},
-	{"watch", command{summary: "print lock and fence events as they happen (under a prefix)", run: watchCmd}},
-	{"cluster", command{summary: "print who leads the servers' store, the epoch and the servers", run: clusterCmd}},
-	{"put", command{summary: "write a value with a fencing token", run: putCmd}},
-	{"get", command{summary: "read a value", run: getCmd}},
-	{"delete", command{summary: "delete a key with a fencing token", run: deleteCmd}},
-	{"fence", command{summary: "read a resource's fence, or claim it with --token", run: fenceCmd}},
-	{"txn", command{summary: "apply a transaction read as JSON from stdin", run: txnCmd}},
-	{"demo", command{summary: "show a stale holder fenced off, with and without fencing", run: demo}},
-	{"bench", command{summary: "measure a fence deployment under load", run: bench}},
-	{"chaos", command{summary: "inject faults (pauses, kill -9, network) and check that fencing held", run: chaosCmd}},
-	{"chaos-worker", command{summary: "a client process of fence chaos", run: chaosWorkerCmd, hidden: true}},
-	{"version", command{summary: "print the version", run: versionCmd}},
+}
+
+// commands lists every subcommand, in the order of the usage text. It is
+// filled in init: help and completion read it.
+var commands []namedCommand
+
+func init() {
+	commands = []namedCommand{
+		{"serve", command{summary: "run the lock service and the fenced storage", run: serve}},
+		{"keygen", command{summary: "write a new sequencer signing key for serve --signing-key", run: keygenCmd}},
+		{"migrate", command{summary: "copy the embedded store into a shared one (etcd, PostgreSQL)", run: migrateCmd}},
+		{"bump", command{summary: "raise every token and the revision of a store restored from a backup", run: bumpCmd}},
+		{"lock", command{summary: "run a command under a lock, with its token in FENCE_TOKEN", run: lockCmd}},
+		{"acquire", command{summary: "acquire a lock and print the lease", run: acquireCmd}},
+		{"renew", command{summary: "renew a lease", run: renewCmd}},
+		{"release", command{summary: "release a lease", run: releaseCmd}},
+		{"revoke", command{summary: "take a lock from its holder and fence it (admin; unprotected for now)", run: revokeCmd}},
+		{"status", command{summary: "print a lock's status", run: statusCmd}},
+		{"ls", command{summary: "list the locks held now (under a prefix)", run: lsCmd}},
+		{"watch", command{summary: "print lock and fence events as they happen (under a prefix)", run: watchCmd}},
+		{"healthz", command{summary: "exit 0 if the server answers GET /readyz with 200 (a health check)", run: healthzCmd}},
+		{"cluster", command{summary: "print who leads the servers' store, the epoch and the servers", run: clusterCmd}},
+		{"put", command{summary: "write a value with a fencing token", run: putCmd}},
+		{"get", command{summary: "read a value", run: getCmd}},
+		{"delete", command{summary: "delete a key with a fencing token", run: deleteCmd}},
+		{"fence", command{summary: "read a resource's fence, or claim it with --token", run: fenceCmd}},
+		{"txn", command{summary: "apply a transaction read as JSON from stdin", run: txnCmd}},
+		{"demo", command{summary: "show a stale holder fenced off, with and without fencing", run: demo}},
+		{"bench", command{summary: "measure a fence deployment under load", run: bench}},
+		{"chaos", command{summary: "inject faults (pauses, kill -9, network) and check that fencing held", run: chaosCmd}},
+		{"chaos-worker", command{summary: "a client process of fence chaos", run: chaosWorkerCmd, hidden: true}},
+		{superviseName, command{summary: "the process between fence lock and its command", run: superviseCmd, hidden: true}},
+		{"version", command{summary: "print the version, commit, build date and Go version", run: versionCmd}},
+		{"completion", command{summary: "print a shell completion script: bash, zsh or fish", run: completionCmd}},
+		{"help", command{summary: "print the commands, or a command's flags and examples", run: helpCmd}},
+	}
+}
+
+// lookup returns the command called name.
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c.command, true
+		}
+	}
+	return command{}, false
 }
 
 func usage() string {
 	s := "fence: a lock service that issues fencing tokens, and storage that enforces them.\n\nUsage:\n  fence COMMAND [flags] [args]\n\nCommands:\n"
 	for _, c := range commands {
 		if !c.hidden {
-			s += fmt.Sprintf("  %-9s %s\n", c.name, c.summary)
+			s += fmt.Sprintf("  %-11s %s\n", c.name, c.summary)
 		}
 	}
 	return s + `
-Every flag has an environment twin FENCE_<FLAG>, e.g. --addr and FENCE_ADDR.
-Run 'fence COMMAND --help' for a command's flags and examples.
+Every flag has an environment twin FENCE_<FLAG>, e.g. --addr and FENCE_ADDR,
+which fills in a flag not given on the command line (demo's and chaos's
+--addr have none: they use a server of their own unless given --addr).
+Run 'fence help COMMAND' (or 'fence COMMAND --help') for a command's flags and examples.
+'fence completion bash|zsh|fish' prints a shell completion script.
 
 ` + exitCodesHelp
 }
@@ -89,20 +116,19 @@ func run(ctx context.Context, args []string, io stdio) int {
 		fmt.Fprint(io.err, usage())
 		return exitUsage
 	}
+	args = slices.Clone(args)
 	switch args[0] {
-	case "help", "-h", "--help":
-		fmt.Fprint(io.out, usage())
-		return exitOK
-	case "--version":
+	case "-h", "-help", "--help":
+		args[0] = "help"
+	case "-version", "--version":
 		args[0] = "version"
 	}
-	for _, c := range commands {
-		if c.name == args[0] {
-			return exitCode(io.err, c.run(ctx, args[1:], io))
-		}
+	c, ok := lookup(args[0])
+	if !ok {
+		fmt.Fprintln(io.err, unknownCommand(args[0]))
+		return exitUsage
 	}
-	fmt.Fprintf(io.err, "fence: unknown command %q\n\n%s", args[0], usage())
-	return exitUsage
+	return exitCode(io.err, c.run(ctx, args[1:], io))
 }
 
 // exitCode reports err on stderr and maps it to the process's exit code.
@@ -125,13 +151,10 @@ func exitCode(stderr io.Writer, err error) int {
 	return exitFailure
 }
 
-// report prints err on stderr, prefixed with "fence:" once.
+// report prints err on stderr, prefixed with "fence:" once, without the
+// prefixes of the layers it passed through.
 func report(stderr io.Writer, err error) {
-	msg := err.Error()
-	if !strings.HasPrefix(msg, "fence: ") {
-		msg = "fence: " + msg
-	}
-	fmt.Fprintln(stderr, msg)
+	fmt.Fprintln(stderr, "fence: "+tidy(err.Error()))
 }
 
 // usageError is a bad command line: exit code 2.
@@ -153,18 +176,3 @@ func (e *exitError) Error() string {
 	return e.err.Error()
 }
 func (e *exitError) Unwrap() error { return e.err }
-
-func versionCmd(ctx context.Context, args []string, io stdio) error {
-	if len(args) > 0 {
-		return &usageError{fmt.Errorf("version: unexpected argument %q", args[0])}
-	}
-	fmt.Fprintln(io.out, "fence", version())
-	return nil
-}
-
-func version() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
-	}
-	return "devel"
-}

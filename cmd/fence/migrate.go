@@ -25,7 +25,7 @@ func migrateCmd(ctx context.Context, args []string, std stdio) error {
 		"store at URL (as fence serve --store takes it): every resource's last token, fence,\n"+
 		"lease and lock-delay, every value with its revision and token, and the store\n"+
 		"revision, so that tokens and revisions only go up from there. Run it while no fence\n"+
-		"server serves the shared store; then start the servers with --store URL.", migrateExamples, std.err)
+		"server serves the shared store; then start the servers with --store URL.", migrateExamples, std.out)
 	fs.StringVar(&from, "from", "", "`directory` of the embedded store to copy (fence serve --data)")
 	fs.StringVar(&to, "to", "", "`URL` of the empty shared store (fence serve --store)")
 	fs.DurationVar(&wait, "wait", 10*time.Second, "how long to wait for the shared store's leadership (a running server keeps it)")
@@ -74,7 +74,7 @@ func bumpCmd(ctx context.Context, args []string, std stdio) error {
 		"could pass. bump raises every resource's last token by N and its fence to that\n"+
 		"token (every lease ends: its holder is fenced), and the store revision by N. N must\n"+
 		"exceed the grants and writes made after the backup. Run it before any fence server\n"+
-		"serves the restored store, and stop every server that ran before the restore.", bumpExamples, std.err)
+		"serves the restored store, and stop every server that ran before the restore.", bumpExamples, std.out)
 	fs.StringVar(&store, "store", "", "`URL` of a restored shared store (fence serve --store)")
 	fs.StringVar(&data, "data", "", "`directory` of a restored embedded store (fence serve --data)")
 	fs.Uint64Var(&by, "by", 1_000_000_000, "how much to raise every token and the revision")

@@ -197,7 +197,7 @@ Flags (each has an environment twin FENCE_<FLAG>, e.g. FENCE_READ_TIMEOUT):
 func serve(ctx context.Context, args []string, stdio stdio) error {
 	stderr := stdio.err
 	var cfg serveConfig
-	if err := parseFlags(serveFlags(&cfg, stderr), args); err != nil {
+	if err := parseFlags(serveFlags(&cfg, stdio.out), args); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
@@ -260,12 +260,13 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		}
 		api.ProtectMetrics = cfg.ProtectMetrics
 	}
-	if tokens != nil {
-		hup = make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		go reloadOnHUP(ctx, hup, tokens, cfg.AuthFile, logger)
-	}
+	// SIGHUP reloads the auth file; without one it does nothing, rather
+	// than stop the server (its default), so that a service manager's
+	// reload is always safe.
+	hup = make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go reloadOnHUP(ctx, hup, tokens, cfg.AuthFile, logger)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -343,13 +344,18 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 }
 
 // reloadOnHUP reloads the auth file on every signal from hup until ctx is
-// done. A bad file keeps the tokens loaded before.
+// done. A bad file keeps the tokens loaded before; without an auth file
+// (tokens nil) a signal only says so in the log.
 func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, tokens *auth.Reloader, file string, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
+			if tokens == nil {
+				logger.Info("SIGHUP: nothing to reload (no --auth-file)")
+				continue
+			}
 			if err := tokens.Load(file); err != nil {
 				logger.Error("auth file reload failed; keeping the previous tokens", "auth_file", file, "error", err)
 				continue
