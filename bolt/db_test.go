@@ -15,6 +15,7 @@ import (
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/bolt"
 	"github.com/fence-lock/fence/fencetest"
+	"github.com/fence-lock/fence/state"
 )
 
 func open(t *testing.T) fencetest.Backend { return openDir(t, t.TempDir()) }
@@ -235,9 +236,17 @@ func TestDB_Locked(t *testing.T) {
 }
 
 // batchStats reads the commit batch size histogram of the default registry.
+// commitMetrics gathers the commit's metrics, which no package registers
+// by itself.
+var commitMetrics = func() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(state.Metrics()...)
+	return reg
+}()
+
 func batchStats(t *testing.T) (commits uint64, changes float64) {
 	t.Helper()
-	mfs, err := prometheus.DefaultGatherer.Gather()
+	mfs, err := commitMetrics.Gather()
 	if err != nil {
 		t.Fatalf("Gather: %v", err)
 	}

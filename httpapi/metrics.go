@@ -50,8 +50,10 @@ var (
 	rejectionReasons = []string{"fenced", "token_not_issued", "precondition_failed", "fence_required", "invalid_token", "not_found", "bad_request", "too_large"}
 )
 
-// Metrics returns the HTTP API's Prometheus metrics (fence_http_*,
-// fence_storage_writes_total, fence_storage_rejections_total, fence_watch_*),
+// Metrics returns the HTTP API's Prometheus metrics (the request,
+// rejection and rate-limit metrics fence_http_*, fence_storage_writes_total,
+// fence_storage_rejections_total, fence_watch_*; fence serve's connection
+// metrics are its own),
 // shared by every Server of the process. The package registers them
 // nowhere: register them in the registry that Server.Gatherer serves.
 func Metrics() []prometheus.Collector {

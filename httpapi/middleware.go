@@ -23,7 +23,11 @@ import (
 // that is atomic with its check, the handler writes through a guard with the
 // same token (postgres.Guard.Run, redis.Guard.Apply, etcd.Guard.Apply).
 //
-//	h := httpapi.RequireFence(pgGuard, func(r *http.Request) string { return r.PathValue("account") })(mux)
+//	fenced := httpapi.RequireFence(pgGuard, func(r *http.Request) string { return r.PathValue("account") })
+//	mux.Handle("PUT /accounts/{account}", fenced(putAccount))
+//
+// Wrap each route's handler, not the mux: r.PathValue is set only once the
+// mux has matched the request.
 //
 // RequireFence does not check sequencers: anyone who can send a request can
 // raise the fence to any token. Use RequireFenceSigned to require them.

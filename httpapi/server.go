@@ -313,9 +313,10 @@ func (c *call) fail(err error) {
 	if c.route != nil {
 		allow = c.route.allow
 	}
-	if errors.Is(err, fence.ErrUnauthorized) && (c.route != nil && c.route.browser || c.r.Header.Get("Sec-Fetch-Site") == "same-origin") {
-		// Browsers ask for a password on a Basic challenge, and answer the
-		// challenge of the dashboard's own requests to the API with it.
+	if errors.Is(err, fence.ErrUnauthorized) && c.route != nil && c.route.browser {
+		// Browsers ask for a password on a Basic challenge. (The API's own
+		// 401s have none: a browser would prompt for every one of the
+		// page's requests; the page asks for a token itself.)
 		c.w.Header().Add("WWW-Authenticate", `Basic realm="fence", charset="UTF-8"`)
 	}
 	p := writeProblem(c.w, err, allow)

@@ -55,7 +55,7 @@ func init() {
 		{"acquire", command{summary: "acquire a lock and print the lease", run: acquireCmd}},
 		{"renew", command{summary: "renew a lease", run: renewCmd}},
 		{"release", command{summary: "release a lease", run: releaseCmd}},
-		{"revoke", command{summary: "take a lock from its holder and fence it (admin; unprotected for now)", run: revokeCmd}},
+		{"revoke", command{summary: "take a lock from its holder and fence it (needs admin when auth is on)", run: revokeCmd}},
 		{"status", command{summary: "print a lock's status", run: statusCmd}},
 		{"ls", command{summary: "list the locks held now (under a prefix)", run: lsCmd}},
 		{"watch", command{summary: "print lock and fence events as they happen (under a prefix)", run: watchCmd}},

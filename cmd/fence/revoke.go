@@ -16,8 +16,8 @@ type revokeJSON struct {
 
 // revokeCmd takes a resource away from its holder (an admin action): the
 // server ends the lease, if any, and raises the resource's fence to a new
-// token, so that the old holder's writes are rejected at once. The endpoint
-// is unprotected until authorisation lands.
+// token, so that the old holder's writes are rejected at once. With auth on
+// it needs the admin permission.
 func revokeCmd(ctx context.Context, args []string, std stdio) error {
 	c := newAPICommand(std, "revoke", "fence revoke RESOURCE",
 		"  fence revoke orders\n  fence revoke orders -o json\n", nil)
