@@ -6,6 +6,7 @@ import (
 	"net/url"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/reject"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -38,6 +39,11 @@ type Guard struct {
 	// sequencer never makes a stale token acceptable. Set it before the first
 	// call.
 	Keys fence.KeySet
+
+	// Rejections, if not nil, logs and counts every write the guard
+	// refuses (stale token, missing or forged sequencer, bad token or
+	// name), as fence's own storage does. Set it before the first call.
+	Rejections *reject.Recorder
 
 	kv clientv3.KV
 }
@@ -75,7 +81,8 @@ func (g *Guard) FenceKey(resource string) string {
 // Guard for the other errors. The transaction holds len(ops)+1 operations,
 // which etcd limits (--max-txn-ops, 128 by default).
 func (g *Guard) Apply(ctx context.Context, resource string, token fence.Token, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
-	return g.apply(ctx, "apply", resource, token, ops)
+	resp, err := g.apply(ctx, "apply", resource, token, ops)
+	return resp, g.Rejections.Observe(ctx, "apply", resource, token, err)
 }
 
 // Claim raises resource's last fence to token without writing anything else,
@@ -84,7 +91,7 @@ func (g *Guard) Apply(ctx context.Context, resource string, token fence.Token, o
 // retry), and *fence.FencedError otherwise. See Guard for the other errors.
 func (g *Guard) Claim(ctx context.Context, resource string, token fence.Token) error {
 	_, err := g.apply(ctx, "claim", resource, token, nil)
-	return err
+	return g.Rejections.Observe(ctx, "claim", resource, token, err)
 }
 
 // Fence returns resource's last fence, 0 if it was never fenced, with a

@@ -14,6 +14,7 @@ import (
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/etcd"
 	"github.com/fence-lock/fence/fencetest"
+	"github.com/fence-lock/fence/reject"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/namespace"
@@ -448,4 +449,9 @@ func BenchmarkUnfenced(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+func TestGuard_Rejections(t *testing.T) {
+	g, _ := newGuard(t)
+	fencetest.TestGuardRejections(t, "etcd", func(r *reject.Recorder) { g.Rejections = r }, g.Claim)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/reject"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -52,6 +53,11 @@ type Guard struct {
 	// Set it before the first call.
 	Keys fence.KeySet
 
+	// Rejections, if not nil, logs and counts every write the guard
+	// refuses (stale token, missing or forged sequencer, bad token or
+	// name), as fence's own storage does. Set it before the first call.
+	Rejections *reject.Recorder
+
 	db DB
 }
 
@@ -84,6 +90,10 @@ func (g *Guard) CreateTable(ctx context.Context) error {
 // database's default isolation level; for another, begin the transaction
 // yourself and call Check.
 func (g *Guard) Run(ctx context.Context, resource string, token fence.Token, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	return g.Rejections.Observe(ctx, "run", resource, token, g.run(ctx, resource, token, fn))
+}
+
+func (g *Guard) run(ctx context.Context, resource string, token fence.Token, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	table, err := g.prepare(resource, token)
 	if err != nil {
 		return fmt.Errorf("postgres: run %q: %w", resource, err)
@@ -121,6 +131,10 @@ func (g *Guard) Run(ctx context.Context, resource string, token fence.Token, fn 
 // transaction, a fence raised concurrently since tx's snapshot returns a
 // serialization failure (SQLSTATE 40001) instead: roll back and retry.
 func (g *Guard) Check(ctx context.Context, tx pgx.Tx, resource string, token fence.Token) error {
+	return g.Rejections.Observe(ctx, "check", resource, token, g.check(ctx, tx, resource, token))
+}
+
+func (g *Guard) check(ctx context.Context, tx pgx.Tx, resource string, token fence.Token) error {
 	table, err := g.prepare(resource, token)
 	if err != nil {
 		return fmt.Errorf("postgres: check %q: %w", resource, err)
@@ -136,6 +150,10 @@ func (g *Guard) Check(ctx context.Context, tx pgx.Tx, resource string, token fen
 // are rejected. It returns *fence.FencedError if the token is stale; then
 // nothing changed. After another error, the fence may or may not have been raised.
 func (g *Guard) Claim(ctx context.Context, resource string, token fence.Token) error {
+	return g.Rejections.Observe(ctx, "claim", resource, token, g.claim(ctx, resource, token))
+}
+
+func (g *Guard) claim(ctx context.Context, resource string, token fence.Token) error {
 	table, err := g.prepare(resource, token)
 	if err != nil {
 		return fmt.Errorf("postgres: claim %q: %w", resource, err)

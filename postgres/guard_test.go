@@ -9,6 +9,7 @@ import (
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/fencetest"
 	"github.com/fence-lock/fence/postgres"
+	"github.com/fence-lock/fence/reject"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -471,4 +472,9 @@ func waitForLockWaiter(t *testing.T, db *pgxpool.Pool, done <-chan error) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+func TestGuard_Rejections(t *testing.T) {
+	a := newGuarded(t)
+	fencetest.TestGuardRejections(t, "postgres", func(r *reject.Recorder) { a.Rejections = r }, a.Claim)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/reject"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -76,6 +77,11 @@ type Guard struct {
 	// call.
 	Keys fence.KeySet
 
+	// Rejections, if not nil, logs and counts every write the guard
+	// refuses (stale token, missing or forged sequencer, bad token or
+	// name), as fence's own storage does. Set it before the first call.
+	Rejections *reject.Recorder
+
 	client goredis.UniversalClient
 }
 
@@ -98,7 +104,7 @@ func NewGuard(c goredis.UniversalClient) *Guard { return &Guard{client: c} }
 // If token is stale it returns *fence.FencedError, even when an op's check
 // would fail too. See Guard for the other errors.
 func (g *Guard) Apply(ctx context.Context, resource string, token fence.Token, ops ...Op) error {
-	return g.run(ctx, "apply", resource, token, ops)
+	return g.Rejections.Observe(ctx, "apply", resource, token, g.run(ctx, "apply", resource, token, ops))
 }
 
 // Claim raises resource's last fence to token without writing anything else,
@@ -107,7 +113,7 @@ func (g *Guard) Apply(ctx context.Context, resource string, token fence.Token, o
 // and *fence.FencedError otherwise. See Guard for the other errors. Claim
 // implements fence.Fencer.
 func (g *Guard) Claim(ctx context.Context, resource string, token fence.Token) error {
-	return g.run(ctx, "claim", resource, token, nil)
+	return g.Rejections.Observe(ctx, "claim", resource, token, g.run(ctx, "claim", resource, token, nil))
 }
 
 // Fence returns resource's last fence, 0 if it was never fenced.

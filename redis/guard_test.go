@@ -13,6 +13,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/fencetest"
+	"github.com/fence-lock/fence/reject"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -709,4 +710,9 @@ func TestGuard_IncrByExact(t *testing.T) {
 			t.Errorf("value %q: INCRBY err=%v, guard err=%v", v, serverErr, err)
 		}
 	}
+}
+
+func TestGuard_Rejections(t *testing.T) {
+	g := NewGuard(newClient(t))
+	fencetest.TestGuardRejections(t, "redis", func(r *reject.Recorder) { g.Rejections = r }, g.Claim)
 }
