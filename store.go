@@ -85,3 +85,15 @@ type Store interface {
 	// (the current revision if it has none). A failed compare returns ErrPreconditionFailed.
 	Txn(ctx context.Context, t *Txn) (Rev, error)
 }
+
+// UnfencedStore is implemented by stores that can also write best-effort
+// resources without a fencing token (fence serve --unfenced): a cache fill,
+// say, whose loss of mutual exclusion only wastes work. The fence is neither
+// checked nor raised, and the stored item has token 0. Ledgers, inventory
+// and bookings must never be written this way.
+type UnfencedStore interface {
+	// PutUnfenced stores value under resource/key if c holds.
+	PutUnfenced(ctx context.Context, resource, key string, value []byte, c Cond) (WriteResult, error)
+	// DeleteUnfenced removes resource/key if c holds and the key exists.
+	DeleteUnfenced(ctx context.Context, resource, key string, c Cond) (WriteResult, error)
+}

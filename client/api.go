@@ -587,7 +587,10 @@ func (c *API) Revoke(ctx context.Context, resource string) (fence.RevokeResult, 
 
 // condHeader returns the Fencing-Token and condition headers of a write.
 func condHeader(token fence.Token, cond fence.Cond) http.Header {
-	h := http.Header{"Fencing-Token": {strconv.FormatUint(uint64(token), 10)}}
+	h := http.Header{}
+	if token != 0 { // 0: an unfenced write, without the header
+		h.Set(wire.TokenHeader, strconv.FormatUint(uint64(token), 10))
+	}
 	switch {
 	case cond.IfMatch != 0:
 		h.Set("If-Match", strconv.Quote(strconv.FormatUint(uint64(cond.IfMatch), 10)))
@@ -613,6 +616,20 @@ func (c *API) Put(ctx context.Context, resource, key string, value []byte, token
 		return fence.WriteResult{}, err
 	}
 	return fence.WriteResult{Rev: pr.Revision, LastFence: pr.Fence}, nil
+}
+
+var _ fence.UnfencedStore = (*API)(nil)
+
+// PutUnfenced implements fence.UnfencedStore: a write without a token, which
+// the server accepts only for its best-effort resources (fence serve
+// --unfenced); elsewhere it is fence_required.
+func (c *API) PutUnfenced(ctx context.Context, resource, key string, value []byte, cond fence.Cond) (fence.WriteResult, error) {
+	return c.Put(ctx, resource, key, value, 0, cond)
+}
+
+// DeleteUnfenced implements fence.UnfencedStore, as PutUnfenced.
+func (c *API) DeleteUnfenced(ctx context.Context, resource, key string, cond fence.Cond) (fence.WriteResult, error) {
+	return c.Delete(ctx, resource, key, 0, cond)
 }
 
 // Delete implements fence.Store.

@@ -189,3 +189,47 @@ func TestServe_HealthzAndHUP(t *testing.T) {
 		t.Fatal("fence healthz against a stopped server exited 0")
 	}
 }
+
+// TestServe_Unfenced checks fence serve --unfenced: a best-effort
+// resource's write without a token is accepted and logged as unfenced,
+// changes no fence, and one with a stale token is still rejected; other
+// resources, and claims, still need a token.
+func TestServe_Unfenced(t *testing.T) {
+	srv := startServer(t, t.TempDir(), true, "--unfenced", "cache/")
+	put := func(path, token string) int {
+		t.Helper()
+		h := http.Header{}
+		if token != "" {
+			h.Set("Fencing-Token", token)
+		}
+		return apiDo(t, "PUT", srv.URL+path, []byte("v"), h).status
+	}
+	tok := apiAcquire(t, srv.URL, "cache%2Fusers", "filler", 60000)
+	apiRelease(t, srv.URL, "cache%2Fusers", tok)
+	apiAcquire(t, srv.URL, "cache%2Fusers", "filler-2", 60000) // token 2: token 1 is stale
+	for _, c := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/v1/kv/cache%2Fusers/u1", "", 200},
+		{"/v1/kv/cache%2Fusers/u1", "1", 409},
+		{"/v1/kv/cache%2Fusers/u1", "2", 200},
+		{"/v1/kv/orders/o1", "", 428},
+	} {
+		if got := put(c.path, c.token); got != c.want {
+			t.Errorf("PUT %s token %q: %d, want %d", c.path, c.token, got, c.want)
+		}
+	}
+	if r := apiDo(t, "DELETE", srv.URL+"/v1/kv/cache%2Fusers/u1", nil, nil); r.status != 200 {
+		t.Errorf("unfenced DELETE: %d %s", r.status, r.body)
+	}
+	if r := apiDo(t, "POST", srv.URL+"/v1/fences/cache%2Fusers", nil, nil); r.status != 428 {
+		t.Errorf("a claim without a token: %d, want 428", r.status)
+	}
+	if r := apiDo(t, "GET", srv.URL+"/v1/fences/cache%2Fusers", nil, nil); !strings.Contains(string(r.body), `"last_fence":2`) {
+		t.Errorf("the fence moved: %s", r.body)
+	}
+	if !strings.Contains(srv.logs.String(), `"unfenced":true`) {
+		t.Errorf("no unfenced write in the log:\n%s", srv.logs.String())
+	}
+}

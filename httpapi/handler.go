@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -272,7 +274,9 @@ func (s *Server) get(c *call, m match) error {
 }
 
 // writeHeaders checks the Fencing-Token, If-Match and If-None-Match headers
-// of a write, bad_request before fence_required before invalid_token.
+// of a write (a put or delete with withCond; a claim without), bad_request
+// before fence_required before invalid_token. A put or delete without a
+// token of a best-effort resource (Server.Unfenced) sets c.unfenced.
 func (c *call) writeHeaders(withCond bool) (fence.Token, fence.Cond, error) {
 	var cnd fence.Cond
 	if withCond {
@@ -282,9 +286,36 @@ func (c *call) writeHeaders(withCond bool) (fence.Token, fence.Cond, error) {
 		}
 	}
 	t, err := fencingToken(c.r.Header)
+	if withCond && errors.Is(err, fence.ErrFenceRequired) && c.s.unfenced(c.resource) {
+		c.unfenced = true
+		return 0, cnd, nil
+	}
 	c.presented = t
 	return t, cnd, err
 }
+
+// unfencedStore returns the store's unfenced writes; a store without them
+// (a Server with Unfenced set over one) refuses them all.
+func (s *Server) unfencedStore() fence.UnfencedStore {
+	if u, ok := s.store.(fence.UnfencedStore); ok {
+		return u
+	}
+	return noUnfenced{}
+}
+
+// noUnfenced is the UnfencedStore of a store that has none.
+type noUnfenced struct{}
+
+func (noUnfenced) PutUnfenced(context.Context, string, string, []byte, fence.Cond) (fence.WriteResult, error) {
+	return fence.WriteResult{}, fmt.Errorf("%w: this server's store cannot write without a token", fence.ErrFenceRequired)
+}
+
+func (noUnfenced) DeleteUnfenced(context.Context, string, string, fence.Cond) (fence.WriteResult, error) {
+	return fence.WriteResult{}, fmt.Errorf("%w: this server's store cannot write without a token", fence.ErrFenceRequired)
+}
+
+// unfenced reports whether resource is a best-effort one (Server.Unfenced).
+func (s *Server) unfenced(resource string) bool { return hasPrefix(resource, s.Unfenced) }
 
 func (s *Server) put(c *call, m match) error {
 	value, err := c.readBody(fence.MaxValueSize)
@@ -298,7 +329,12 @@ func (s *Server) put(c *call, m match) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.store.Put(c.r.Context(), c.resource, c.key, value, t, cnd)
+	var res fence.WriteResult
+	if c.unfenced {
+		res, err = s.unfencedStore().PutUnfenced(c.r.Context(), c.resource, c.key, value, cnd)
+	} else {
+		res, err = s.store.Put(c.r.Context(), c.resource, c.key, value, t, cnd)
+	}
 	if err != nil {
 		return err
 	}
@@ -315,7 +351,12 @@ func (s *Server) delete(c *call, m match) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.store.Delete(c.r.Context(), c.resource, c.key, t, cnd)
+	var res fence.WriteResult
+	if c.unfenced {
+		res, err = s.unfencedStore().DeleteUnfenced(c.r.Context(), c.resource, c.key, cnd)
+	} else {
+		res, err = s.store.Delete(c.r.Context(), c.resource, c.key, t, cnd)
+	}
 	if err != nil {
 		return err
 	}

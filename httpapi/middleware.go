@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/wire"
@@ -47,6 +49,23 @@ func RequireFence(f fence.Fencer, resource func(*http.Request) string) func(http
 // The handler's context carries the sequencer (fence.SequencerFrom), so that a
 // guard with Keys set, used in the handler, verifies it again.
 func RequireFenceSigned(f fence.Fencer, keys fence.KeySet, resource func(*http.Request) string) func(http.Handler) http.Handler {
+	return RequireFenceWith(f, resource, FenceOptions{Keys: keys})
+}
+
+// FenceOptions are the options of RequireFenceWith.
+type FenceOptions struct {
+	// Keys, if not nil, require a valid sequencer (see RequireFenceSigned).
+	Keys fence.KeySet
+	// Unfenced are the prefixes of best-effort resources, as fence serve
+	// --unfenced takes them: a mutating request of one without a
+	// Fencing-Token passes unfenced (TokenFrom reports none); with a token
+	// it is checked as any other. Never for ledgers, inventory or bookings.
+	Unfenced []string
+}
+
+// RequireFenceWith is RequireFence with options.
+func RequireFenceWith(f fence.Fencer, resource func(*http.Request) string, opts FenceOptions) func(http.Handler) http.Handler {
+	keys := opts.Keys
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.Method {
@@ -60,6 +79,10 @@ func RequireFenceSigned(f fence.Fencer, keys fence.KeySet, resource func(*http.R
 				ctx = fence.WithSequencer(ctx, seq)
 			}
 			token, err := fencingToken(r.Header)
+			if errors.Is(err, fence.ErrFenceRequired) && hasPrefix(resource(r), opts.Unfenced) {
+				next.ServeHTTP(w, r.WithContext(ctx)) // best effort: unfenced
+				return
+			}
 			if err == nil {
 				res := resource(r)
 				if err = fence.ValidateResource(res); err == nil {
@@ -75,6 +98,16 @@ func RequireFenceSigned(f fence.Fencer, keys fence.KeySet, resource func(*http.R
 			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, tokenKey{}, token)))
 		})
 	}
+}
+
+// hasPrefix reports whether s starts with one of prefixes.
+func hasPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
 }
 
 type tokenKey struct{}

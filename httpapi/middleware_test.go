@@ -80,3 +80,54 @@ func TestRequireFence(t *testing.T) {
 		t.Fatalf("Fence=%d, want 3", f)
 	}
 }
+
+// TestRequireFenceWith_Unfenced checks that a best-effort resource's write
+// without a token passes unfenced, that one with a stale token is still
+// fenced, and that other resources still need a token.
+func TestRequireFenceWith_Unfenced(t *testing.T) {
+	db := memory.New()
+	for _, res := range []string{"cache/a", "cache/a", "acct"} {
+		if _, err := db.Grant(t.Context(), res, "h", time.Minute, time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Claim(t.Context(), "cache/a", 2); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := httpapi.TokenFrom(r.Context())
+		seen = append(seen, fmt.Sprintf("%d %v", tok, ok))
+		w.WriteHeader(http.StatusNoContent)
+	})
+	h := httpapi.RequireFenceWith(httpapi.StoreFencer(db), func(r *http.Request) string {
+		return strings.TrimPrefix(r.URL.Path, "/")
+	}, httpapi.FenceOptions{Unfenced: []string{"cache/"}})(inner)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, tc := range []struct {
+		path, token string
+		status      int
+	}{
+		{"/cache/a", "", 204},  // best effort: passes, unfenced
+		{"/cache/a", "1", 409}, // a stale token is still fenced
+		{"/cache/a", "2", 204},
+		{"/acct", "", 428}, // not best effort
+	} {
+		req, _ := http.NewRequest("PUT", srv.URL+tc.path, nil)
+		if tc.token != "" {
+			req.Header.Set("Fencing-Token", tc.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("PUT %s token %q: %d, want %d", tc.path, tc.token, resp.StatusCode, tc.status)
+		}
+	}
+	if got := strings.Join(seen, ","); got != "0 false,2 true" {
+		t.Errorf("the handler saw %q, want an unfenced request then token 2", got)
+	}
+}

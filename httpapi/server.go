@@ -104,6 +104,15 @@ type Server struct {
 	// the default, answers GET /v1/watch 404.
 	Events *watch.Hub
 
+	// Unfenced are the prefixes of best-effort resources: a PUT or DELETE of
+	// their keys without a Fencing-Token is accepted without fencing (the
+	// fence is neither checked nor raised), logged as "write accepted" with
+	// unfenced=true and counted in fence_storage_writes_total{op} like any
+	// other; a write with a token is checked as anywhere else. Claims and
+	// txns always need tokens. Nil, the default: every write needs one.
+	// Set it before the server serves.
+	Unfenced []string
+
 	// Gatherer is what GET /metrics serves. Nil, the default, is
 	// prometheus.DefaultGatherer. The package registers its metrics
 	// nowhere (see Metrics): register them where Gatherer gathers.
@@ -142,6 +151,7 @@ type call struct {
 	key       string
 	holder    string
 	presented fence.Token
+	unfenced  bool // a write of a best-effort resource without a token
 }
 
 // ServeHTTP implements http.Handler. It routes on r.URL.EscapedPath(), so
@@ -411,6 +421,9 @@ func (c *call) accepted(op string, t fence.Token, res fence.WriteResult) {
 		slog.Uint64(keyLastFence, uint64(res.LastFence)),
 		slog.String(keyHolder, res.Holder),
 		slog.Uint64(keyRevision, uint64(res.Rev)))
+	if c.unfenced {
+		attrs = append(attrs, slog.Bool("unfenced", true))
+	}
 	c.s.logger().LogAttrs(c.r.Context(), slog.LevelInfo, "write accepted", attrs...)
 }
 

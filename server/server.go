@@ -47,6 +47,9 @@ type Config struct {
 	LockDelay  time.Duration
 	Signer     *fence.SigningKey
 	MaxWaiters int
+	// Unfenced are the prefixes of best-effort resources, whose writes may
+	// come without a token (see httpapi.Server.Unfenced).
+	Unfenced []string
 	// API, if not nil, configures every httpapi.Server the server builds
 	// (authorisation, rate limits, keys) after its defaults are set.
 	API func(*httpapi.Server)
@@ -156,6 +159,7 @@ func (s *Server) newTerm(ctx context.Context, ledger fence.Ledger, store fence.S
 func (s *Server) configure(api *httpapi.Server) {
 	api.Logger = s.logger
 	api.Gatherer = s.cfg.Registry
+	api.Unfenced = s.cfg.Unfenced
 	if s.cfg.Signer != nil {
 		api.Keys = []fence.PublicKey{s.cfg.Signer.Public()}
 	}

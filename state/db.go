@@ -320,6 +320,37 @@ func (db *DB) Put(ctx context.Context, resource, key string, value []byte, token
 	return res, db.wrap(err, "put %q/%q", resource, key)
 }
 
+var _ fence.UnfencedStore = (*DB)(nil)
+
+// PutUnfenced implements fence.UnfencedStore.
+func (db *DB) PutUnfenced(ctx context.Context, resource, key string, value []byte, c fence.Cond) (fence.WriteResult, error) {
+	var res fence.WriteResult
+	err := checkValue(value)
+	if err == nil {
+		err = validateName(resource, key)
+	}
+	if err == nil {
+		err = db.update(ctx, func(tx Tx) (err error) {
+			res, err = PutUnfenced(tx, resource, key, value, c)
+			return err
+		}, len(value))
+	}
+	return res, db.wrap(err, "put %q/%q", resource, key)
+}
+
+// DeleteUnfenced implements fence.UnfencedStore.
+func (db *DB) DeleteUnfenced(ctx context.Context, resource, key string, c fence.Cond) (fence.WriteResult, error) {
+	var res fence.WriteResult
+	err := validateName(resource, key)
+	if err == nil {
+		err = db.Update(ctx, func(tx Tx) (err error) {
+			res, err = DeleteUnfenced(tx, resource, key, c)
+			return err
+		})
+	}
+	return res, db.wrap(err, "delete %q/%q", resource, key)
+}
+
 // Delete implements fence.Store.
 func (db *DB) Delete(ctx context.Context, resource, key string, token fence.Token, c fence.Cond) (fence.WriteResult, error) {
 	var res fence.WriteResult

@@ -127,21 +127,35 @@ func nextRev(tx Tx) (fence.Rev, error) {
 
 // Put stores value under resource/key if the token is accepted and c holds.
 func Put(tx Tx, resource, key string, value []byte, token fence.Token, c fence.Cond) (fence.WriteResult, error) {
-	return write(tx, resource, key, value, token, c, false)
+	return write(tx, resource, key, value, token, c, false, false)
 }
 
 // Delete removes resource/key if the token is accepted, c holds and the key exists.
 func Delete(tx Tx, resource, key string, token fence.Token, c fence.Cond) (fence.WriteResult, error) {
-	return write(tx, resource, key, nil, token, c, true)
+	return write(tx, resource, key, nil, token, c, true, false)
 }
 
-func write(tx Tx, resource, key string, value []byte, token fence.Token, c fence.Cond, del bool) (fence.WriteResult, error) {
+// PutUnfenced stores value under resource/key if c holds, without fencing:
+// the fence is neither checked nor raised (see fence.UnfencedStore).
+func PutUnfenced(tx Tx, resource, key string, value []byte, c fence.Cond) (fence.WriteResult, error) {
+	return write(tx, resource, key, value, 0, c, false, true)
+}
+
+// DeleteUnfenced removes resource/key if c holds and the key exists, without
+// fencing.
+func DeleteUnfenced(tx Tx, resource, key string, c fence.Cond) (fence.WriteResult, error) {
+	return write(tx, resource, key, nil, 0, c, true, true)
+}
+
+func write(tx Tx, resource, key string, value []byte, token fence.Token, c fence.Cond, del, unfenced bool) (fence.WriteResult, error) {
 	r, err := tx.Resource(resource)
 	if err != nil {
 		return fence.WriteResult{}, err
 	}
-	if err := checkToken(resource, r, token); err != nil {
-		return fence.WriteResult{}, err
+	if !unfenced {
+		if err := checkToken(resource, r, token); err != nil {
+			return fence.WriteResult{}, err
+		}
 	}
 	e, exists, err := tx.Entry(resource, key)
 	if err != nil {
@@ -167,6 +181,10 @@ func write(tx Tx, resource, key string, value []byte, token fence.Token, c fence
 	}
 	if err := tx.SetRev(rev); err != nil {
 		return fence.WriteResult{}, err
+	}
+	if unfenced {
+		// The fence is neither checked nor raised.
+		return fence.WriteResult{Rev: rev, LastFence: r.LastFence}, nil
 	}
 	r.LastFence = token
 	if err := tx.SetResource(resource, r); err != nil {

@@ -50,6 +50,7 @@ type serveConfig struct {
 	RateLimit         float64       // requests per second per client; 0 no limit
 	RateBurst         int           // burst of RateLimit; 0 twice the rate, at least 1
 	MaxWaiters        int           // acquires queued per resource; 0 no cap
+	Unfenced          []string      // prefixes of best-effort resources
 	MaxConns          int           // connections open at once; 0 no cap
 }
 
@@ -152,6 +153,18 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.Float64Var(&cfg.RateLimit, "rate-limit", 0, "requests per second each client (bearer token, else IP) may send; over it, 429 rate_limited with Retry-After. 0: no limit")
 	fs.IntVar(&cfg.RateBurst, "rate-burst", 0, "burst of --rate-limit; 0: twice the rate, at least 1")
 	fs.IntVar(&cfg.MaxWaiters, "max-waiters", 1000, "acquires that may wait on one resource; more get lock_held at once. 0: no cap")
+	fs.Func("unfenced", "resource `prefix` of best-effort data (a cache fill): a PUT or DELETE there without a Fencing-Token is accepted, unfenced, and logged so; with a token it is checked. Repeatable; FENCE_UNFENCED takes a comma-separated list. Never for ledgers, inventory or bookings", func(v string) error {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p == "" {
+				return errors.New("an empty prefix would make every resource unfenced")
+			}
+			if err := fence.ValidateResource(p); err != nil {
+				return err
+			}
+			cfg.Unfenced = append(cfg.Unfenced, p)
+		}
+		return nil
+	})
 	fs.IntVar(&cfg.MaxConns, "max-conns", 4096, "connections open at once; more wait to be accepted. 0: no cap")
 	fs.StringVar(&cfg.SigningKey, "signing-key", "", "key `file` (from fence keygen) that signs a sequencer for every grant; its public key is served at GET /v1/keys")
 	fs.StringVar(&cfg.AuthFile, "auth-file", "", "`file` of bearer tokens (hashed) and their grants; reloaded on SIGHUP. Without it there is no auth, and --listen must be loopback unless --insecure-listen")
@@ -240,6 +253,7 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		LockDelay:            cfg.LockDelay,
 		Signer:               signer,
 		MaxWaiters:           cfg.MaxWaiters,
+		Unfenced:             cfg.Unfenced,
 	}
 	var hup chan os.Signal
 	srvCfg.API = func(api *httpapi.Server) {
