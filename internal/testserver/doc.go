@@ -2,7 +2,8 @@
 // for `fence chaos --cluster`: an n-member etcd cluster from Debian's
 // etcd-server binary (StartEtcd), and a PostgreSQL primary with a
 // synchronous streaming standby from Debian's postgresql binaries
-// (StartPostgres). Every server is its own OS process, in a directory the
+// (StartPostgres), and a standalone ZooKeeper from Debian's zookeeper
+// package (StartZooKeeper). Every server is its own OS process, in a directory the
 // caller gives, listening on free ports on 127.0.0.1 and nowhere else, with
 // the production durability settings (fsync on). Members and nodes can be
 // killed (SIGKILL), restarted on the same data and ports, paused (SIGSTOP)
