@@ -121,6 +121,11 @@ func (g *Guard) run(ctx context.Context, op, resource string, token fence.Token,
 		return true, err
 	}
 	if err := tx.Commit(); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, sql.ErrTxDone) {
+			// database/sql rolled the transaction back when ctx ended,
+			// before Commit ran: say why.
+			err = fmt.Errorf("%w (the transaction was rolled back)", ctxErr)
+		}
 		return false, fmt.Errorf("sqlguard: %s %q: commit: %w", op, resource, err)
 	}
 	return false, nil
