@@ -336,6 +336,9 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		}
 	}
 	attrs := append([]any{"addr", ln.Addr().String()}, storeAttrs...)
+	if len(cfg.Unfenced) > 0 {
+		attrs = append(attrs, "unfenced", cfg.Unfenced)
+	}
 	attrs = append(attrs, "lock_delay", cfg.LockDelay.String(), "signing_key_id", keyID, "version", version(),
 		"tls", tlsConf != nil, "client_ca", cfg.ClientCA != "")
 	logger.Log(ctx, level, "fence serving", append(attrs, authAttrs...)...)
