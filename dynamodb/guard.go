@@ -96,6 +96,11 @@ type Guard struct {
 	// (reject.New("dynamodb", ...)). nil: none are recorded.
 	Rejections *reject.Recorder
 
+	// Unfenced names best-effort resources (see fence.Unfenced): Write with
+	// token 0 on one of them writes the items alone, in one transaction, the
+	// fence neither checked nor raised. Set it before the first call.
+	Unfenced fence.Unfenced
+
 	db API
 }
 
@@ -154,6 +159,22 @@ func (g *Guard) Write(ctx context.Context, resource string, token fence.Token, i
 }
 
 func (g *Guard) write(ctx context.Context, resource string, token fence.Token, items []types.TransactWriteItem) error {
+	if token == 0 && g.Unfenced.Has(resource) {
+		// Best effort: the items alone, in one transaction, without the fence.
+		if err := g.check(ctx, resource, 1); err != nil && !errors.Is(err, fence.ErrInvalidSequencer) {
+			return fmt.Errorf("dynamodb: write %q: %w", resource, err)
+		}
+		if err := g.checkItems(items); err != nil {
+			return fmt.Errorf("dynamodb: write %q: %w", resource, err)
+		}
+		if len(items) == 0 {
+			return nil
+		}
+		if _, err := g.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
+			return fmt.Errorf("dynamodb: write %q: %w", resource, err)
+		}
+		return nil
+	}
 	if err := g.check(ctx, resource, token); err != nil {
 		return fmt.Errorf("dynamodb: write %q: %w", resource, err)
 	}

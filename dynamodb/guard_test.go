@@ -542,3 +542,11 @@ func TestGuard_OneRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestGuard_Unfenced(t *testing.T) {
+	fencetest.TestGuardUnfenced(t, func(t *testing.T, u fence.Unfenced) fencetest.Guarded {
+		g := newGuard(t)
+		g.Unfenced = u
+		return guarded{g}
+	})
+}

@@ -45,6 +45,11 @@ type Guard struct {
 	// name), as fence's own storage does. Set it before the first call.
 	Rejections *reject.Recorder
 
+	// Unfenced names best-effort resources (see fence.Unfenced): Apply with
+	// token 0 on one of them applies the ops alone, the fence neither
+	// checked nor raised. Set it before the first call.
+	Unfenced fence.Unfenced
+
 	kv clientv3.KV
 }
 
@@ -118,6 +123,17 @@ func (g *Guard) Fence(ctx context.Context, resource string) (fence.Token, error)
 func (g *Guard) apply(ctx context.Context, verb, resource string, token fence.Token, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	if err := fence.ValidateResource(resource); err != nil {
 		return nil, fmt.Errorf("etcd: %s: %w", verb, err)
+	}
+	if token == 0 && verb == "apply" && g.Unfenced.Has(resource) {
+		// Best effort: the ops alone, without the fence.
+		if err := g.checkOps(ops); err != nil {
+			return nil, fmt.Errorf("etcd: %s %q: %w", verb, resource, err)
+		}
+		resp, err := g.kv.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, fmt.Errorf("etcd: %s %q: %w", verb, resource, err)
+		}
+		return &clientv3.TxnResponse{Header: resp.Header, Succeeded: true, Responses: resp.Responses}, nil
 	}
 	if !token.Valid() {
 		return nil, fmt.Errorf("etcd: %s %q: %w: %d", verb, resource, fence.ErrInvalidToken, uint64(token))

@@ -455,3 +455,11 @@ func TestGuard_Rejections(t *testing.T) {
 	g, _ := newGuard(t)
 	fencetest.TestGuardRejections(t, "etcd", func(r *reject.Recorder) { g.Rejections = r }, g.Claim)
 }
+
+func TestGuard_Unfenced(t *testing.T) {
+	fencetest.TestGuardUnfenced(t, func(t *testing.T, u fence.Unfenced) fencetest.Guarded {
+		g, data := newGuard(t)
+		g.Unfenced = u
+		return &guarded{g, data}
+	})
+}

@@ -198,3 +198,40 @@ func wantValue(t *testing.T, g Guarded, resource, key, want string) {
 		t.Fatalf("%s/%s = %q (exists %v), want %q", resource, key, got, ok, want)
 	}
 }
+
+// TestGuardUnfenced checks a guard's Unfenced option (fence.Unfenced): open
+// returns the guard with u set. A best-effort resource's write with token 0
+// is applied without the fence (not raised); one with a token is checked
+// and raises it, as anywhere else; and token 0 on any other resource is
+// refused with fence.ErrInvalidToken, changing nothing.
+func TestGuardUnfenced(t *testing.T, open func(t *testing.T, u fence.Unfenced) Guarded) {
+	g := open(t, fence.Unfenced{"cache/"})
+	if err := g.Write(t, "cache/a", 0, map[string][]byte{"k": []byte("v1")}); err != nil {
+		t.Fatalf("an unfenced write of a best-effort resource: %v", err)
+	}
+	wantValue(t, g, "cache/a", "k", "v1")
+	if f := g.Fence(t, "cache/a"); f != 0 {
+		t.Fatalf("fence %d after an unfenced write, want 0: it is neither checked nor raised", f)
+	}
+	mustWrite(t, g, "cache/a", 5, map[string][]byte{"k": []byte("v2")})
+	if f := g.Fence(t, "cache/a"); f != 5 {
+		t.Fatalf("fence %d after a write with token 5, want 5", f)
+	}
+	if err := g.Write(t, "cache/a", 3, map[string][]byte{"k": []byte("stale")}); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("a stale token on a best-effort resource: %v, want fenced", err)
+	}
+	wantValue(t, g, "cache/a", "k", "v2")
+	if err := g.Write(t, "cache/a", 0, map[string][]byte{"k": []byte("v3")}); err != nil {
+		t.Fatalf("an unfenced write after the fence was raised: %v", err)
+	}
+	wantValue(t, g, "cache/a", "k", "v3")
+	if f := g.Fence(t, "cache/a"); f != 5 {
+		t.Fatalf("fence %d after an unfenced write, want 5 still", f)
+	}
+	if err := g.Write(t, "orders", 0, map[string][]byte{"k": []byte("x")}); !errors.Is(err, fence.ErrInvalidToken) {
+		t.Fatalf("token 0 on a resource that is not best-effort: %v, want invalid_token", err)
+	}
+	if _, ok := g.Read(t, "orders", "k"); ok {
+		t.Fatal("a refused write changed orders")
+	}
+}

@@ -58,6 +58,11 @@ type Guard struct {
 	// name), as fence's own storage does. Set it before the first call.
 	Rejections *reject.Recorder
 
+	// Unfenced names best-effort resources (see fence.Unfenced): Run and
+	// Check with token 0 on one of them run without the fence, neither
+	// checked nor raised. Set it before the first call.
+	Unfenced fence.Unfenced
+
 	db DB
 }
 
@@ -94,12 +99,18 @@ func (g *Guard) Run(ctx context.Context, resource string, token fence.Token, fn 
 }
 
 func (g *Guard) run(ctx context.Context, resource string, token fence.Token, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	unfenced := token == 0 && g.Unfenced.Has(resource)
+	if unfenced {
+		token = 1 // validated as a token below, never used
+	}
 	table, err := g.prepare(resource, token)
 	if err != nil {
 		return fmt.Errorf("postgres: run %q: %w", resource, err)
 	}
-	if err := g.Keys.Check(ctx, resource, token); err != nil {
-		return fmt.Errorf("postgres: run %q: %w", resource, err)
+	if !unfenced {
+		if err := g.Keys.Check(ctx, resource, token); err != nil {
+			return fmt.Errorf("postgres: run %q: %w", resource, err)
+		}
 	}
 	tx, err := g.db.Begin(ctx)
 	if err != nil {
@@ -108,8 +119,10 @@ func (g *Guard) run(ctx context.Context, resource string, token fence.Token, fn 
 	// Unless committed (then it does nothing), roll back, also if fn panics.
 	// If the rollback fails, pgx closes the connection, which rolls back too.
 	defer tx.Rollback(ctx)
-	if err := raise(ctx, tx, table, resource, token); err != nil {
-		return wrap("run", resource, err)
+	if !unfenced {
+		if err := raise(ctx, tx, table, resource, token); err != nil {
+			return wrap("run", resource, err)
+		}
 	}
 	if err := fn(ctx, tx); err != nil {
 		return err
@@ -135,6 +148,12 @@ func (g *Guard) Check(ctx context.Context, tx pgx.Tx, resource string, token fen
 }
 
 func (g *Guard) check(ctx context.Context, tx pgx.Tx, resource string, token fence.Token) error {
+	if token == 0 && g.Unfenced.Has(resource) {
+		if err := fence.ValidateResource(resource); err != nil {
+			return fmt.Errorf("postgres: check %q: %w", resource, err)
+		}
+		return nil // best effort: no fence
+	}
 	table, err := g.prepare(resource, token)
 	if err != nil {
 		return fmt.Errorf("postgres: check %q: %w", resource, err)

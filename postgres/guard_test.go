@@ -478,3 +478,11 @@ func TestGuard_Rejections(t *testing.T) {
 	a := newGuarded(t)
 	fencetest.TestGuardRejections(t, "postgres", func(r *reject.Recorder) { a.Rejections = r }, a.Claim)
 }
+
+func TestGuard_Unfenced(t *testing.T) {
+	fencetest.TestGuardUnfenced(t, func(t *testing.T, u fence.Unfenced) fencetest.Guarded {
+		a := newGuarded(t)
+		a.Unfenced = u
+		return a
+	})
+}

@@ -82,6 +82,12 @@ type Guard struct {
 	// name), as fence's own storage does. Set it before the first call.
 	Rejections *reject.Recorder
 
+	// Unfenced names best-effort resources (see fence.Unfenced): Apply with
+	// token 0 on one of them runs the ops alone (the same script, all checked
+	// before any is written), the fence neither checked nor raised. Set it
+	// before the first call.
+	Unfenced fence.Unfenced
+
 	client goredis.UniversalClient
 }
 
@@ -154,11 +160,14 @@ func (g *Guard) run(ctx context.Context, verb, resource string, token fence.Toke
 	if err := checkResource(resource); err != nil {
 		return fmt.Errorf("redis: %s: %w", verb, err)
 	}
-	if !token.Valid() {
+	unfenced := token == 0 && verb == "apply" && g.Unfenced.Has(resource)
+	if !unfenced && !token.Valid() {
 		return fmt.Errorf("redis: %s %q: %w: %d", verb, resource, fence.ErrInvalidToken, uint64(token))
 	}
-	if err := g.Keys.Check(ctx, resource, token); err != nil {
-		return fmt.Errorf("redis: %s %q: %w", verb, resource, err)
+	if !unfenced {
+		if err := g.Keys.Check(ctx, resource, token); err != nil {
+			return fmt.Errorf("redis: %s %q: %w", verb, resource, err)
+		}
 	}
 	fenceKey := FenceKey(resource)
 	slot := Slot(fenceKey)

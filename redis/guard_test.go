@@ -716,3 +716,12 @@ func TestGuard_Rejections(t *testing.T) {
 	g := NewGuard(newClient(t))
 	fencetest.TestGuardRejections(t, "redis", func(r *reject.Recorder) { g.Rejections = r }, g.Claim)
 }
+
+func TestGuard_Unfenced(t *testing.T) {
+	fencetest.TestGuardUnfenced(t, func(t *testing.T, u fence.Unfenced) fencetest.Guarded {
+		c := newClient(t)
+		g := NewGuard(c)
+		g.Unfenced = u
+		return guarded{g, c}
+	})
+}

@@ -20,7 +20,7 @@ const (
 // Lua's numbers are doubles, exact only up to 2^53.
 const scriptSource = `
 -- fence guard. KEYS[1]: the fence key; KEYS[i+1]: the key of op i.
--- ARGV[1]: the token, in decimal; ARGV[4i-2 .. 4i+1]: op i's kind and operands.
+-- ARGV[1]: the token, in decimal ("0": unfenced); ARGV[4i-2 .. 4i+1]: op i's kind and operands.
 -- Replies {code, arg}: see script.go.
 
 -- ucmp compares two digit strings without leading zeros: -1, 0 or 1.
@@ -102,7 +102,10 @@ local function add(x, y)
 end
 
 local token = ARGV[1]
-local fence = redis.call('GET', KEYS[1])
+-- Token "0": a best-effort resource's ops, without the fence.
+local unfenced = token == '0'
+local fence = false
+if not unfenced then fence = redis.call('GET', KEYS[1]) end
 if fence then
   if #fence > 19 or not string.find(fence, '^[1-9][0-9]*$') then return {5, fence} end
   if ucmp(token, fence) < 0 then return {1, fence} end
@@ -156,7 +159,7 @@ for i = 1, n do
 end
 
 -- Every check passed: write.
-if not fence or ucmp(token, fence) > 0 then redis.call('SET', KEYS[1], token) end
+if not unfenced and (not fence or ucmp(token, fence) > 0) then redis.call('SET', KEYS[1], token) end
 for i = 1, n do
   local k, kind, a, b, c = KEYS[i + 1], ARGV[4*i - 2], ARGV[4*i - 1], ARGV[4*i], ARGV[4*i + 1]
   if kind == 'S' then

@@ -45,6 +45,11 @@ type Guard struct {
 	// before the first call.
 	Rejections *reject.Recorder
 
+	// Unfenced names best-effort resources (see fence.Unfenced): Run and
+	// Check with token 0 on one of them run without the fence, neither
+	// checked nor raised. Set it before the first call.
+	Unfenced fence.Unfenced
+
 	db      *sql.DB
 	dialect Dialect
 }
@@ -97,8 +102,12 @@ func (g *Guard) Run(ctx context.Context, resource string, token fence.Token, fn 
 
 // run is Run, and Claim with an fn that does nothing; op names it in errors.
 func (g *Guard) run(ctx context.Context, op, resource string, token fence.Token, fn func(ctx context.Context, tx *sql.Tx) error) (fromFn bool, err error) {
+	unfenced := op == "run" && token == 0 && g.Unfenced.Has(resource)
+	if unfenced {
+		token = 1 // validated as a token below, never used
+	}
 	table, err := g.prepare(resource, token)
-	if err == nil {
+	if err == nil && !unfenced {
 		err = g.Keys.Check(ctx, resource, token) // before anything is sent
 	}
 	if err != nil {
@@ -114,8 +123,10 @@ func (g *Guard) run(ctx context.Context, op, resource string, token fence.Token,
 	// Unless committed (then it does nothing), roll back, also if fn panics.
 	// database/sql discards the connection if the rollback fails.
 	defer tx.Rollback()
-	if err := g.dialect.check(ctx, tx, table, resource, token); err != nil {
-		return false, wrap(op, resource, err)
+	if !unfenced {
+		if err := g.dialect.check(ctx, tx, table, resource, token); err != nil {
+			return false, wrap(op, resource, err)
+		}
 	}
 	if err := fn(ctx, tx); err != nil {
 		return true, err
@@ -154,6 +165,12 @@ func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token fe
 func (g *Guard) checkTx(ctx context.Context, tx *sql.Tx, resource string, token fence.Token) error {
 	if tx == nil {
 		return fmt.Errorf("sqlguard: check %q: nil *sql.Tx", resource)
+	}
+	if token == 0 && g.Unfenced.Has(resource) {
+		if _, err := g.validate(resource, 1); err != nil {
+			return fmt.Errorf("sqlguard: check %q: %w", resource, err)
+		}
+		return nil // best effort: no fence
 	}
 	table, err := g.validate(resource, token)
 	if err == nil {

@@ -568,3 +568,13 @@ func waitForLockWaiter(t *testing.T, b *backend, done <-chan error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestGuard_Unfenced(t *testing.T) {
+	forEach(t, func(t *testing.T, b *backend) {
+		fencetest.TestGuardUnfenced(t, func(t *testing.T, u fence.Unfenced) fencetest.Guarded {
+			a := newGuarded(t, b)
+			a.Unfenced = u
+			return a
+		})
+	})
+}

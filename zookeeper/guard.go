@@ -76,6 +76,11 @@ type Guard struct {
 	// (reject.New("zookeeper", ...)). nil: none are recorded.
 	Rejections *reject.Recorder
 
+	// Unfenced names best-effort resources (see fence.Unfenced): Apply with
+	// token 0 on one of them applies the ops alone, in one multi, the fence
+	// neither checked nor raised. Set it before the first call.
+	Unfenced fence.Unfenced
+
 	conn Conn
 }
 
@@ -195,6 +200,9 @@ func (g *Guard) apply(ctx context.Context, verb, resource string, token fence.To
 	if err := fence.ValidateResource(resource); err != nil {
 		return nil, fmt.Errorf("zookeeper: %s: %w", verb, err)
 	}
+	if token == 0 && verb == "apply" && g.Unfenced.Has(resource) {
+		return g.applyUnfenced(ctx, verb, resource, ops)
+	}
 	if !token.Valid() {
 		return nil, fmt.Errorf("zookeeper: %s %q: %w: %d", verb, resource, fence.ErrInvalidToken, uint64(token))
 	}
@@ -281,6 +289,35 @@ func (g *Guard) apply(ctx context.Context, verb, resource string, token fence.To
 		}
 	}
 	return nil, fmt.Errorf("zookeeper: %s %q: %w (%d attempts)", verb, resource, ErrContended, attempts)
+}
+
+// applyUnfenced applies the ops of a best-effort resource in one multi,
+// without the fence.
+func (g *Guard) applyUnfenced(ctx context.Context, verb, resource string, ops []Op) ([]zk.MultiResponse, error) {
+	if err := g.checkRoot(); err != nil {
+		return nil, fmt.Errorf("zookeeper: %s %q: %w", verb, resource, err)
+	}
+	if err := checkOps(g.root(), ops); err != nil {
+		return nil, fmt.Errorf("zookeeper: %s %q: %w", verb, resource, err)
+	}
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	multi := make([]any, 0, len(ops))
+	for _, op := range ops {
+		multi = append(multi, op)
+	}
+	resp, err := call(ctx, func() ([]zk.MultiResponse, error) { return g.conn.Multi(multi...) })
+	if err != nil {
+		for i, r := range resp {
+			if r.Error != nil {
+				p, kind, _, _ := opPath(ops[i])
+				return nil, fmt.Errorf("zookeeper: %s %q: op %d (%s %s): %w", verb, resource, i, kind, p, r.Error)
+			}
+		}
+		return nil, fmt.Errorf("zookeeper: %s %q: %w", verb, resource, err)
+	}
+	return resp, nil
 }
 
 // makeRoot creates Root and its missing parents, with the guard's ACL.

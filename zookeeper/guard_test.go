@@ -620,3 +620,11 @@ func FuzzEscapeName(f *testing.F) {
 		}
 	})
 }
+
+func TestGuard_Unfenced(t *testing.T) {
+	fencetest.TestGuardUnfenced(t, func(t *testing.T, u fence.Unfenced) fencetest.Guarded {
+		g, data := newGuard(t)
+		g.Unfenced = u
+		return &guarded{g: g, data: data}
+	})
+}
