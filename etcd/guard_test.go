@@ -356,30 +356,7 @@ func (t lostReplyTxn) Commit() (*clientv3.TxnResponse, error) {
 
 func TestGuard_Claim(t *testing.T) {
 	g, _ := newGuard(t)
-	ctx := t.Context()
-	for _, tc := range []struct {
-		token, fence fence.Token
-		fenced       bool
-	}{
-		{1, 1, false},
-		{fence.MaxToken - 1, fence.MaxToken - 1, false},
-		{fence.MaxToken - 1, fence.MaxToken - 1, false}, // retry
-		{1 << 62, fence.MaxToken - 1, true},
-		{fence.MaxToken, fence.MaxToken, false},
-		{fence.MaxToken - 1, fence.MaxToken, true},
-	} {
-		err := g.Claim(ctx, "r", tc.token)
-		var fe *fence.FencedError
-		if tc.fenced != errors.As(err, &fe) || (!tc.fenced && err != nil) {
-			t.Fatalf("Claim(%d): %v, want fenced=%v", tc.token, err, tc.fenced)
-		}
-		if tc.fenced && fe.LastFence != tc.fence {
-			t.Fatalf("Claim(%d): LastFence=%d, want %d", tc.token, fe.LastFence, tc.fence)
-		}
-		if f, err := g.Fence(ctx, "r"); err != nil || f != tc.fence {
-			t.Fatalf("after Claim(%d): Fence=%d, %v; want %d", tc.token, f, err, tc.fence)
-		}
-	}
+	fencetest.TestGuardClaims(t, g.Claim, g.Fence)
 }
 
 func TestGuard_Fence(t *testing.T) {

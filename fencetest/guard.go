@@ -2,6 +2,7 @@ package fencetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math/rand/v2"
 	"strconv"
@@ -233,5 +234,61 @@ func TestGuardUnfenced(t *testing.T, open func(t *testing.T, u fence.Unfenced) G
 	}
 	if _, ok := g.Read(t, "orders", "k"); ok {
 		t.Fatal("a refused write changed orders")
+	}
+}
+
+// WantState fails t unless g's fence of resource is lastFence and key holds
+// value ("" for absent).
+func WantState(t *testing.T, g Guarded, resource string, lastFence fence.Token, key, value string) {
+	t.Helper()
+	if f := g.Fence(t, resource); f != lastFence {
+		t.Fatalf("Fence=%d, want %d", f, lastFence)
+	}
+	got, ok := g.Read(t, resource, key)
+	if value == "" && ok || value != "" && string(got) != value {
+		t.Fatalf("%s/%s=%q (exists %v), want %q", resource, key, got, ok, value)
+	}
+}
+
+// WantFenced fails t unless err is exactly the *fence.FencedError of
+// resource, presented and lastFence.
+func WantFenced(t testing.TB, err error, resource string, presented, lastFence fence.Token) {
+	t.Helper()
+	var fe *fence.FencedError
+	if !errors.Is(err, fence.ErrFenced) || !errors.As(err, &fe) || *fe != (fence.FencedError{Resource: resource, Presented: presented, LastFence: lastFence}) {
+		t.Fatalf("err=%v, want *fence.FencedError{%q, %d, %d}", err, resource, presented, lastFence)
+	}
+}
+
+// TestGuardClaims checks a guard's Claim and Fence on resource "r" with
+// tokens at the edges of the range: a claim raises the fence, an equal
+// token is a retry, a lower one is a *fence.FencedError naming the fence
+// that refused it, and nothing lowers the fence.
+func TestGuardClaims(t *testing.T, claim func(ctx context.Context, resource string, token fence.Token) error,
+	fenceOf func(ctx context.Context, resource string) (fence.Token, error)) {
+	t.Helper()
+	ctx := t.Context()
+	for _, tc := range []struct {
+		token, fence fence.Token
+		fenced       bool
+	}{
+		{1, 1, false},
+		{fence.MaxToken - 1, fence.MaxToken - 1, false},
+		{fence.MaxToken - 1, fence.MaxToken - 1, false}, // retry
+		{1 << 62, fence.MaxToken - 1, true},
+		{fence.MaxToken, fence.MaxToken, false},
+		{fence.MaxToken - 1, fence.MaxToken, true},
+	} {
+		err := claim(ctx, "r", tc.token)
+		var fe *fence.FencedError
+		if tc.fenced != errors.As(err, &fe) || (!tc.fenced && err != nil) {
+			t.Fatalf("Claim(%d): %v, want fenced=%v", tc.token, err, tc.fenced)
+		}
+		if tc.fenced && (fe.LastFence != tc.fence || fe.Presented != tc.token || fe.Resource != "r") {
+			t.Fatalf("Claim(%d): %+v, want LastFence %d", tc.token, fe, tc.fence)
+		}
+		if f, err := fenceOf(ctx, "r"); err != nil || f != tc.fence {
+			t.Fatalf("after Claim(%d): Fence=%d, %v; want %d", tc.token, f, err, tc.fence)
+		}
 	}
 }

@@ -90,26 +90,6 @@ func (a *guarded) Fence(t *testing.T, resource string) fence.Token {
 	return f
 }
 
-// wantState fails unless resource's fence is lastFence and key holds value ("" for absent).
-func (a *guarded) wantState(t *testing.T, resource string, lastFence fence.Token, key, value string) {
-	t.Helper()
-	if f := a.Fence(t, resource); f != lastFence {
-		t.Fatalf("Fence=%d, want %d", f, lastFence)
-	}
-	got, ok := a.Read(t, resource, key)
-	if value == "" && ok || value != "" && string(got) != value {
-		t.Fatalf("%s/%s=%q (exists %v), want %q", resource, key, got, ok, value)
-	}
-}
-
-func wantFenced(t *testing.T, err error, resource string, presented, lastFence fence.Token) {
-	t.Helper()
-	var fe *fence.FencedError
-	if !errors.Is(err, fence.ErrFenced) || !errors.As(err, &fe) || *fe != (fence.FencedError{Resource: resource, Presented: presented, LastFence: lastFence}) {
-		t.Fatalf("err=%v, want *fence.FencedError{%q, %d, %d}", err, resource, presented, lastFence)
-	}
-}
-
 func kv(key, value string) map[string][]byte { return map[string][]byte{key: []byte(value)} }
 
 func TestGuard_Check(t *testing.T) {
@@ -126,11 +106,11 @@ func TestGuard_Check(t *testing.T) {
 		if err := a.apply(t.Context(), tx, "r", kv("k", "v")); err != nil {
 			t.Fatal(err)
 		}
-		a.wantState(t, "r", 0, "k", "") // not committed yet
+		fencetest.WantState(t, a, "r", 0, "k", "") // not committed yet
 		if err := tx.Commit(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		a.wantState(t, "r", 5, "k", "v") // committed together
+		fencetest.WantState(t, a, "r", 5, "k", "v") // committed together
 	})
 
 	t.Run("Stale", func(t *testing.T) {
@@ -146,7 +126,7 @@ func TestGuard_Check(t *testing.T) {
 		if err := a.apply(t.Context(), tx, "r", kv("k", "A")); err != nil {
 			t.Fatal(err)
 		}
-		wantFenced(t, a.Check(t.Context(), tx, "r", 9), "r", 9, 10)
+		fencetest.WantFenced(t, a.Check(t.Context(), tx, "r", 9), "r", 9, 10)
 		var one int
 		if err := tx.QueryRow(t.Context(), "SELECT 1").Scan(&one); err != nil {
 			t.Fatalf("tx unusable after a stale Check: %v", err)
@@ -154,7 +134,7 @@ func TestGuard_Check(t *testing.T) {
 		if err := tx.Rollback(t.Context()); err != nil {
 			t.Fatalf("Rollback: %v", err)
 		}
-		a.wantState(t, "r", 10, "k", "B")
+		fencetest.WantState(t, a, "r", 10, "k", "B")
 	})
 
 	t.Run("RepeatableRead", func(t *testing.T) {
@@ -167,11 +147,11 @@ func TestGuard_Check(t *testing.T) {
 		if err := a.Check(t.Context(), tx, "r", 3); err != nil {
 			t.Fatal(err)
 		}
-		wantFenced(t, a.Check(t.Context(), tx, "r", 2), "r", 2, 3) // sees the transaction's own raise
+		fencetest.WantFenced(t, a.Check(t.Context(), tx, "r", 2), "r", 2, 3) // sees the transaction's own raise
 		if err := tx.Commit(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		a.wantState(t, "r", 3, "k", "")
+		fencetest.WantState(t, a, "r", 3, "k", "")
 	})
 
 	t.Run("ErrInvalidToken", func(t *testing.T) {
@@ -206,7 +186,7 @@ func TestGuard_Run(t *testing.T) {
 		if err != errBoom {
 			t.Fatalf("err=%v, want fn's error as it is", err)
 		}
-		a.wantState(t, "r", 5, "k", "1") // the fence's raise was rolled back too
+		fencetest.WantState(t, a, "r", 5, "k", "1") // the fence's raise was rolled back too
 	})
 
 	t.Run("FnSwallowsStatementError", func(t *testing.T) {
@@ -218,7 +198,7 @@ func TestGuard_Run(t *testing.T) {
 		if err == nil || errors.Is(err, fence.ErrFenced) || !errors.Is(err, pgx.ErrTxCommitRollback) {
 			t.Fatalf("err=%v, want pgx.ErrTxCommitRollback", err)
 		}
-		a.wantState(t, "r", 0, "k", "")
+		fencetest.WantState(t, a, "r", 0, "k", "")
 	})
 
 	t.Run("FnPanicRollsBack", func(t *testing.T) {
@@ -239,7 +219,7 @@ func TestGuard_Run(t *testing.T) {
 		if n := a.db.Stat().AcquiredConns(); n != 0 {
 			t.Fatalf("%d connections still acquired after the panic", n)
 		}
-		a.wantState(t, "r", 0, "k", "")
+		fencetest.WantState(t, a, "r", 0, "k", "")
 	})
 
 	t.Run("StaleSkipsFn", func(t *testing.T) {
@@ -251,7 +231,7 @@ func TestGuard_Run(t *testing.T) {
 			t.Error("fn called with a stale token")
 			return nil
 		})
-		wantFenced(t, err, "r", 7, 8)
+		fencetest.WantFenced(t, err, "r", 7, 8)
 	})
 
 	t.Run("ErrInvalidToken", func(t *testing.T) {
@@ -268,7 +248,7 @@ func TestGuard_Run(t *testing.T) {
 		if err := a.Run(t.Context(), "r", fence.MaxToken, func(context.Context, pgx.Tx) error { return nil }); err != nil {
 			t.Fatalf("Run(MaxToken): %v", err)
 		}
-		a.wantState(t, "r", fence.MaxToken, "k", "")
+		fencetest.WantState(t, a, "r", fence.MaxToken, "k", "")
 	})
 
 	t.Run("ErrBadRequest", func(t *testing.T) {
@@ -288,9 +268,9 @@ func TestGuard_Claim(t *testing.T) {
 			t.Fatalf("Claim(%d): %v", token, err)
 		}
 	}
-	wantFenced(t, a.Claim(t.Context(), "r", 2), "r", 2, 4)
-	wantFenced(t, a.Write(t, "r", 3, kv("k", "zombie")), "r", 3, 4)
-	a.wantState(t, "r", 4, "k", "")
+	fencetest.WantFenced(t, a.Claim(t.Context(), "r", 2), "r", 2, 4)
+	fencetest.WantFenced(t, a.Write(t, "r", 3, kv("k", "zombie")), "r", 3, 4)
+	fencetest.WantState(t, a, "r", 4, "k", "")
 	if err := a.Claim(t.Context(), "r", 0); !errors.Is(err, fence.ErrInvalidToken) {
 		t.Fatalf("Claim(0): err=%v, want ErrInvalidToken", err)
 	}
@@ -344,11 +324,11 @@ func TestGuard_RowLock(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Run(%d): %v", tc.next, err)
 				}
-				a.wantState(t, "r", tc.wantFence, "k", "next")
+				fencetest.WantState(t, a, "r", tc.wantFence, "k", "next")
 				return
 			}
-			wantFenced(t, err, "r", tc.next, tc.wantFence)
-			a.wantState(t, "r", tc.wantFence, "k", "")
+			fencetest.WantFenced(t, err, "r", tc.next, tc.wantFence)
+			fencetest.WantState(t, a, "r", tc.wantFence, "k", "")
 		})
 	}
 }
@@ -366,7 +346,7 @@ func TestGuard_Context(t *testing.T) {
 		if errors.Is(err, fence.ErrFenced) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("err=%v, want context.Canceled", err)
 		}
-		a.wantState(t, "r", 0, "k", "")
+		fencetest.WantState(t, a, "r", 0, "k", "")
 	})
 
 	t.Run("CancelledBeforeCommit", func(t *testing.T) {
@@ -380,7 +360,7 @@ func TestGuard_Context(t *testing.T) {
 		if errors.Is(err, fence.ErrFenced) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("err=%v, want context.Canceled", err)
 		}
-		a.wantState(t, "r", 0, "k", "")
+		fencetest.WantState(t, a, "r", 0, "k", "")
 	})
 
 	t.Run("DeadlineWaitingForFenceRow", func(t *testing.T) {
@@ -408,7 +388,7 @@ func TestGuard_Context(t *testing.T) {
 		if err := holder.Rollback(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		a.wantState(t, "r", 5, "k", "")
+		fencetest.WantState(t, a, "r", 5, "k", "")
 	})
 }
 

@@ -3,8 +3,9 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"github.com/fence-lock/fence/fencetest"
 	"testing"
+
+	"github.com/fence-lock/fence/fencetest"
 
 	"github.com/fence-lock/fence"
 	"github.com/jackc/pgx/v5"

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/fencetest"
 	"github.com/fence-lock/fence/reject"
 	"github.com/fence-lock/fence/sqlguard"
 	"github.com/prometheus/client_golang/prometheus"
@@ -105,7 +106,7 @@ func TestGuard_RacingTokens(t *testing.T) {
 			t.Fatalf("%d writes logged, %d accepted", n, accepted.Load())
 		}
 		t.Logf("%d accepted, %d rejected", accepted.Load(), rejected.Load())
-		a.wantState(t, "r", top, "k", top.String())
+		fencetest.WantState(t, a, "r", top, "k", top.String())
 	})
 }
 

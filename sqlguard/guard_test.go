@@ -99,26 +99,6 @@ func (a *guarded) Fence(t *testing.T, resource string) fence.Token {
 	return f
 }
 
-// wantState fails unless resource's fence is lastFence and key holds value ("" for absent).
-func (a *guarded) wantState(t *testing.T, resource string, lastFence fence.Token, key, value string) {
-	t.Helper()
-	if f := a.Fence(t, resource); f != lastFence {
-		t.Fatalf("Fence=%d, want %d", f, lastFence)
-	}
-	got, ok := a.Read(t, resource, key)
-	if value == "" && ok || value != "" && string(got) != value {
-		t.Fatalf("%s/%s=%q (exists %v), want %q", resource, key, got, ok, value)
-	}
-}
-
-func wantFenced(t *testing.T, err error, resource string, presented, lastFence fence.Token) {
-	t.Helper()
-	var fe *fence.FencedError
-	if !errors.Is(err, fence.ErrFenced) || !errors.As(err, &fe) || *fe != (fence.FencedError{Resource: resource, Presented: presented, LastFence: lastFence}) {
-		t.Fatalf("err=%v, want *fence.FencedError{%q, %d, %d}", err, resource, presented, lastFence)
-	}
-}
-
 func kv(key, value string) map[string][]byte { return map[string][]byte{key: []byte(value)} }
 
 func TestGuard_Sequencer(t *testing.T) {
@@ -171,11 +151,11 @@ func TestGuard_Check(t *testing.T) {
 			if err := a.apply(t.Context(), tx, "r", kv("k", "v")); err != nil {
 				t.Fatal(err)
 			}
-			a.wantState(t, "r", 0, "k", "") // not committed yet
+			fencetest.WantState(t, a, "r", 0, "k", "") // not committed yet
 			if err := tx.Commit(); err != nil {
 				t.Fatal(err)
 			}
-			a.wantState(t, "r", 5, "k", "v") // committed together
+			fencetest.WantState(t, a, "r", 5, "k", "v") // committed together
 		})
 
 		t.Run("Stale", func(t *testing.T) {
@@ -191,7 +171,7 @@ func TestGuard_Check(t *testing.T) {
 			if err := a.apply(t.Context(), tx, "r", kv("k", "A")); err != nil {
 				t.Fatal(err)
 			}
-			wantFenced(t, a.Check(t.Context(), tx, "r", 9), "r", 9, 10)
+			fencetest.WantFenced(t, a.Check(t.Context(), tx, "r", 9), "r", 9, 10)
 			var one int
 			if err := tx.QueryRowContext(t.Context(), "SELECT 1").Scan(&one); err != nil {
 				t.Fatalf("tx unusable after a stale Check: %v", err)
@@ -199,7 +179,7 @@ func TestGuard_Check(t *testing.T) {
 			if err := tx.Rollback(); err != nil {
 				t.Fatalf("Rollback: %v", err)
 			}
-			a.wantState(t, "r", 10, "k", "B")
+			fencetest.WantState(t, a, "r", 10, "k", "B")
 		})
 
 		// A REPEATABLE READ snapshot taken before another holder raised the
@@ -230,7 +210,7 @@ func TestGuard_Check(t *testing.T) {
 				t.Fatalf("err=%v, want *fence.FencedError (InnoDB reads the latest version)", err)
 			}
 			tx.Rollback()
-			a.wantState(t, "r", 8, "k", "")
+			fencetest.WantState(t, a, "r", 8, "k", "")
 		})
 
 		t.Run("ErrInvalidToken", func(t *testing.T) {
@@ -268,7 +248,7 @@ func TestGuard_Run(t *testing.T) {
 			if err != errBoom {
 				t.Fatalf("err=%v, want fn's error as it is", err)
 			}
-			a.wantState(t, "r", 5, "k", "1") // the fence's raise was rolled back too
+			fencetest.WantState(t, a, "r", 5, "k", "1") // the fence's raise was rolled back too
 		})
 
 		t.Run("FnPanicRollsBack", func(t *testing.T) {
@@ -289,7 +269,7 @@ func TestGuard_Run(t *testing.T) {
 			if n := a.db.Stats().InUse; n != 0 {
 				t.Fatalf("%d connections still in use after the panic", n)
 			}
-			a.wantState(t, "r", 0, "k", "")
+			fencetest.WantState(t, a, "r", 0, "k", "")
 		})
 
 		t.Run("StaleSkipsFn", func(t *testing.T) {
@@ -301,7 +281,7 @@ func TestGuard_Run(t *testing.T) {
 				t.Error("fn called with a stale token")
 				return nil
 			})
-			wantFenced(t, err, "r", 7, 8)
+			fencetest.WantFenced(t, err, "r", 7, 8)
 		})
 
 		t.Run("ErrInvalidToken", func(t *testing.T) {
@@ -318,8 +298,8 @@ func TestGuard_Run(t *testing.T) {
 			if err := a.Run(t.Context(), "r", fence.MaxToken, func(context.Context, *sql.Tx) error { return nil }); err != nil {
 				t.Fatalf("Run(MaxToken): %v", err)
 			}
-			a.wantState(t, "r", fence.MaxToken, "k", "")
-			wantFenced(t, a.Claim(t.Context(), "r", fence.MaxToken-1), "r", fence.MaxToken-1, fence.MaxToken)
+			fencetest.WantState(t, a, "r", fence.MaxToken, "k", "")
+			fencetest.WantFenced(t, a.Claim(t.Context(), "r", fence.MaxToken-1), "r", fence.MaxToken-1, fence.MaxToken)
 		})
 
 		t.Run("ErrBadRequest", func(t *testing.T) {
@@ -365,9 +345,9 @@ func TestGuard_Claim(t *testing.T) {
 				t.Fatalf("Claim(%d): %v", token, err)
 			}
 		}
-		wantFenced(t, a.Claim(t.Context(), "r", 2), "r", 2, 4)
-		wantFenced(t, a.Write(t, "r", 3, kv("k", "zombie")), "r", 3, 4)
-		a.wantState(t, "r", 4, "k", "")
+		fencetest.WantFenced(t, a.Claim(t.Context(), "r", 2), "r", 2, 4)
+		fencetest.WantFenced(t, a.Write(t, "r", 3, kv("k", "zombie")), "r", 3, 4)
+		fencetest.WantState(t, a, "r", 4, "k", "")
 		if err := a.Claim(t.Context(), "r", 0); !errors.Is(err, fence.ErrInvalidToken) {
 			t.Fatalf("Claim(0): err=%v, want ErrInvalidToken", err)
 		}
@@ -427,11 +407,11 @@ func TestGuard_RowLock(t *testing.T) {
 					if err != nil {
 						t.Fatalf("Run(%d): %v", tc.next, err)
 					}
-					a.wantState(t, "r", tc.wantFence, "k", "next")
+					fencetest.WantState(t, a, "r", tc.wantFence, "k", "next")
 					return
 				}
-				wantFenced(t, err, "r", tc.next, tc.wantFence)
-				a.wantState(t, "r", tc.wantFence, "k", "held")
+				fencetest.WantFenced(t, err, "r", tc.next, tc.wantFence)
+				fencetest.WantState(t, a, "r", tc.wantFence, "k", "held")
 			})
 		}
 	})
@@ -451,7 +431,7 @@ func TestGuard_Context(t *testing.T) {
 			if errors.Is(err, fence.ErrFenced) || !errors.Is(err, context.Canceled) {
 				t.Fatalf("err=%v, want context.Canceled", err)
 			}
-			a.wantState(t, "r", 0, "k", "")
+			fencetest.WantState(t, a, "r", 0, "k", "")
 		})
 
 		t.Run("CancelledBeforeCommit", func(t *testing.T) {
@@ -465,7 +445,7 @@ func TestGuard_Context(t *testing.T) {
 			if errors.Is(err, fence.ErrFenced) || !errors.Is(err, context.Canceled) {
 				t.Fatalf("err=%v, want context.Canceled", err)
 			}
-			a.wantState(t, "r", 0, "k", "")
+			fencetest.WantState(t, a, "r", 0, "k", "")
 		})
 
 		t.Run("DeadlineWaitingForFenceRow", func(t *testing.T) {
@@ -493,7 +473,7 @@ func TestGuard_Context(t *testing.T) {
 			if err := holder.Rollback(); err != nil {
 				t.Fatal(err)
 			}
-			a.wantState(t, "r", 5, "k", "")
+			fencetest.WantState(t, a, "r", 5, "k", "")
 		})
 	})
 }

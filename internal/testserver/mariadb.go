@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -77,7 +76,7 @@ func StartMariaDB(dir string, opts MariaDBOptions) (*MariaDB, error) {
 		return nil, fmt.Errorf("testserver: mariadb: %w", err)
 	}
 	if cred != nil {
-		if err := searchable(dir, cred); err != nil {
+		if err := reachable(dir, cred, "mysql"); err != nil {
 			return nil, err
 		}
 	}
@@ -268,53 +267,7 @@ func mariaDBBinaries() (mariaDBBin, error) {
 	return b, nil
 }
 
-// mariaDBCredential returns the user to run MariaDB as: nil (this
-// process's) unless this process is root, which mariadbd refuses; then
-// "mysql", which Debian's mariadb-server creates.
+// mariaDBCredential returns the user to run MariaDB as (see runAs).
 func mariaDBCredential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("mysql")
-	if err != nil {
-		return nil, fmt.Errorf("testserver: mariadbd refuses to run as root, and there is no \"mysql\" user to run it as (apt-get install mariadb-server): %v: %w", err, ErrNotInstalled)
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("testserver: user mysql: uid %q: %w", u.Uid, err)
-	}
-	gid, err := strconv.ParseUint(u.Gid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("testserver: user mysql: gid %q: %w", u.Gid, err)
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-// searchable checks that the user of cred (with no supplementary groups,
-// as it runs) can search every directory from / down to dir.
-func searchable(dir string, cred *syscall.Credential) error {
-	for d := dir; ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		if err != nil {
-			return fmt.Errorf("testserver: mariadb: %w", err)
-		}
-		perm := fi.Mode().Perm()
-		search := true // cannot tell: let the server say
-		if st, _ := fi.Sys().(*syscall.Stat_t); st != nil {
-			switch {
-			case st.Uid == cred.Uid:
-				search = perm&0o100 != 0
-			case st.Gid == cred.Gid:
-				search = perm&0o010 != 0
-			default:
-				search = perm&0o001 != 0
-			}
-		}
-		if !search {
-			return fmt.Errorf("testserver: mariadb: running as root, the server runs as user mysql (uid %d), who cannot reach %s: %s has mode %v; use a directory made by testserver.MkdirTemp", cred.Uid, dir, d, perm)
-		}
-		if d == filepath.Dir(d) {
-			return nil
-		}
-	}
+	return runAs("mariadbd", "mysql", "mariadb-server")
 }

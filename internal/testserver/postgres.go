@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -125,7 +124,7 @@ func StartPostgres(dir string, opts PostgresOptions) (*Postgres, error) {
 		return nil, fmt.Errorf("testserver: postgres: %w", err)
 	}
 	if cred != nil {
-		if err := reachable(dir, cred); err != nil {
+		if err := reachable(dir, cred, "postgres"); err != nil {
 			return nil, err
 		}
 	}
@@ -587,58 +586,9 @@ func isFile(path string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// pgCredential returns the user to run PostgreSQL as: nil (this process's)
-// unless this process is root, which PostgreSQL refuses; then "postgres".
+// pgCredential returns the user to run PostgreSQL as (see runAs).
 func pgCredential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("testserver: PostgreSQL refuses to run as root, and there is no \"postgres\" user to run it as (apt-get install postgresql): %v: %w", err, ErrNotInstalled)
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("testserver: user postgres: uid %q: %w", u.Uid, err)
-	}
-	gid, err := strconv.ParseUint(u.Gid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("testserver: user postgres: gid %q: %w", u.Gid, err)
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-// reachable checks that the user of cred (with no supplementary groups, as
-// it runs) can search every directory from / down to dir.
-func reachable(dir string, cred *syscall.Credential) error {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return fmt.Errorf("testserver: postgres: %w", err)
-	}
-	for d := abs; ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		if err != nil {
-			return fmt.Errorf("testserver: postgres: %w", err)
-		}
-		perm := fi.Mode().Perm()
-		var search bool
-		switch st, _ := fi.Sys().(*syscall.Stat_t); {
-		case st == nil:
-			search = true // cannot tell: let initdb say
-		case st.Uid == cred.Uid:
-			search = perm&0o100 != 0
-		case st.Gid == cred.Gid:
-			search = perm&0o010 != 0
-		default:
-			search = perm&0o001 != 0
-		}
-		if !search {
-			return fmt.Errorf("testserver: postgres: running as root, the servers run as user postgres (uid %d), who cannot reach %s: %s has mode %v; use a directory made by testserver.MkdirTemp (testserver.TempDir in tests)", cred.Uid, abs, d, perm)
-		}
-		if d == filepath.Dir(d) {
-			return nil
-		}
-	}
+	return runAs("PostgreSQL", "postgres", "postgresql")
 }
 
 // MkdirTemp creates a new directory in os.TempDir() (or /tmp, if the user
@@ -651,7 +601,7 @@ func MkdirTemp(pattern string) (string, error) {
 		cred = nil // not root, or no postgres user: any directory will do
 	}
 	root := os.TempDir()
-	if cred != nil && reachable(root, cred) != nil {
+	if cred != nil && reachable(root, cred, "postgres") != nil {
 		root = "/tmp"
 	}
 	dir, err := os.MkdirTemp(root, pattern)
