@@ -630,3 +630,18 @@ func TestSystemdAnalyze(t *testing.T) {
 		t.Errorf("systemd-analyze security: exposure above 2.0 (%v):\n%s", err, out.String())
 	}
 }
+
+// TestNoEmbeddedEtcd keeps etcd's server out of the module: the tests that
+// need etcd run it as a process of its own (internal/testserver), because
+// the server embedded in a test binary raced with itself under -race,
+// outside any test, and failed packages at random. go mod tidy keeps the
+// module in go.mod exactly when something imports it.
+func TestNoEmbeddedEtcd(t *testing.T) {
+	b, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("go.etcd.io/etcd/server/v3")) {
+		t.Error("go.mod requires go.etcd.io/etcd/server/v3: start etcd with internal/testserver.StartEtcd instead of embedding it")
+	}
+}
