@@ -52,8 +52,13 @@ type Compare struct {
 	Rev      Rev
 }
 
+// MaxTxnEntries is the most entries each of a Txn's Fences, If and Then may
+// have, so that the work of one transaction stays small and bounded.
+const MaxTxnEntries = 1000
+
 // Txn is an all-or-nothing transaction across resources and keys. Every entry of
-// Fences is checked and raised; every Op's resource must have an entry.
+// Fences is checked and raised; every Op's resource must have an entry. Each
+// of Fences, If and Then has at most MaxTxnEntries entries.
 type Txn struct {
 	Fences map[string]Token
 	If     []Compare

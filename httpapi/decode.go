@@ -94,10 +94,21 @@ func hex4(data []byte, i int) (rune, bool) {
 	return rune(v), err == nil
 }
 
+// maxMembers is the most members an object of a request may have, but for
+// a txn's fences (fence.MaxTxnEntries): none has more than a few known ones.
+const maxMembers = 64
+
 // members returns the members of the JSON object in data, in order. It
-// rejects anything but one object (with nothing after it) and duplicate
-// names; unknownMember checks the names.
+// rejects anything but one object (with nothing after it), duplicate names
+// and more than maxMembers members; unknownMember checks the names.
 func members(what string, data []byte) ([]member, error) {
+	return membersUpTo(what, data, maxMembers)
+}
+
+// membersUpTo is members with at most limit members: past it, it stops
+// reading and returns an error wrapping fence.ErrTooLarge, so that the cost
+// of an object does not grow with what it holds beyond the limit.
+func membersUpTo(what string, data []byte, limit int) ([]member, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	tok, err := dec.Token()
 	if err == io.EOF {
@@ -119,6 +130,9 @@ func members(what string, data []byte) ([]member, error) {
 		name, ok := tok.(string)
 		if !ok { // cannot happen: the decoder checks that names are strings
 			return nil, badRequest("%s: want a member name", what)
+		}
+		if len(ms) == limit {
+			return nil, fmt.Errorf("%w: %s has more than %d members", fence.ErrTooLarge, what, limit)
 		}
 		dup := false
 		if seen != nil {
@@ -165,13 +179,28 @@ func get(ms []member, name string) json.RawMessage {
 	return nil
 }
 
-// elements returns the elements of the JSON array v.
-func elements(what string, v json.RawMessage) ([]json.RawMessage, error) {
+// elements returns the elements of the JSON array v, at most limit of them:
+// past it, it stops reading and returns an error wrapping fence.ErrTooLarge.
+func elements(what string, v json.RawMessage, limit int) ([]json.RawMessage, error) {
 	if len(v) == 0 || v[0] != '[' {
 		return nil, badRequest("%s must be an array", what)
 	}
+	dec := json.NewDecoder(bytes.NewReader(v))
+	if _, err := dec.Token(); err != nil { // the opening bracket
+		return nil, badRequest("%s: %v", what, err)
+	}
 	var es []json.RawMessage
-	if err := json.Unmarshal(v, &es); err != nil {
+	for dec.More() {
+		if len(es) == limit {
+			return nil, fmt.Errorf("%w: %s has more than %d elements", fence.ErrTooLarge, what, limit)
+		}
+		var e json.RawMessage
+		if err := dec.Decode(&e); err != nil {
+			return nil, badRequest("%s: %v", what, err)
+		}
+		es = append(es, e)
+	}
+	if _, err := dec.Token(); err != nil { // the closing bracket
 		return nil, badRequest("%s: %v", what, err)
 	}
 	return es, nil
@@ -393,7 +422,7 @@ func decodeTxn(data []byte) (*fence.Txn, error) {
 	f.add(unknownMember("txn", ms, "fences", "if", "then"))
 	t := &fence.Txn{Fences: map[string]fence.Token{}}
 	if v := get(ms, "fences"); v != nil {
-		fs, err := members("fences", v)
+		fs, err := membersUpTo("fences", v, fence.MaxTxnEntries)
 		f.add(err)
 		for _, m := range fs {
 			if err := fence.ValidateResource(m.name); err != nil {
@@ -406,7 +435,7 @@ func decodeTxn(data []byte) (*fence.Txn, error) {
 		}
 	}
 	if v := get(ms, "if"); v != nil {
-		es, err := elements("if", v)
+		es, err := elements("if", v, fence.MaxTxnEntries)
 		f.add(err)
 		for i, e := range es {
 			c, err := decodeCompare(fmt.Sprintf("if[%d]", i), e)
@@ -417,7 +446,7 @@ func decodeTxn(data []byte) (*fence.Txn, error) {
 		}
 	}
 	if v := get(ms, "then"); v != nil {
-		es, err := elements("then", v)
+		es, err := elements("then", v, fence.MaxTxnEntries)
 		f.add(err)
 		for i, e := range es {
 			op, err := decodeOp(fmt.Sprintf("then[%d]", i), e)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -256,6 +257,11 @@ func TestDecodeTxn(t *testing.T) {
 		{"NoFences", `{"then":[{"op":"delete","resource":"b","key":"k"}]}`, nil, fence.ErrFenceRequired},
 		{"CompareNeedsNoFence", `{"if":[{"resource":"b","key":"k","revision":0}]}`, &fence.Txn{Fences: map[string]fence.Token{}, If: []fence.Compare{{Resource: "b", Key: "k", Rev: 0}}}, nil},
 		{"Trailing", `{} {}`, nil, fence.ErrBadRequest},
+		{"MaxFences", `{"fences":{` + jsonFences(fence.MaxTxnEntries) + `}}`, &fence.Txn{Fences: fencesOf(fence.MaxTxnEntries)}, nil},
+		{"TooManyFences", `{"fences":{` + jsonFences(fence.MaxTxnEntries+1) + `}}`, nil, fence.ErrTooLarge},
+		{"TooManyCompares", `{"if":[` + strings.Repeat(`{},`, fence.MaxTxnEntries) + `{}]}`, nil, fence.ErrTooLarge},
+		{"TooManyOps", `{"then":[` + strings.Repeat(`{},`, fence.MaxTxnEntries) + `{}]}`, nil, fence.ErrTooLarge},
+		{"TooManyMembers", `{"fences":{},` + jsonFences(maxMembers) + `}`, nil, fence.ErrTooLarge},
 
 		// Precedence: too_large, bad_request, fence_required, invalid_token.
 		{"TooLargeBeforeBadRequest", `{"fences":{"":"x"},"then":[{"op":"put","resource":"r","key":"","value":"` + big + `"},{"op":"put","resource":"r","key":"k","value":"` + big + `","value_base64":""}]}`, nil, fence.ErrTooLarge},
@@ -269,6 +275,81 @@ func TestDecodeTxn(t *testing.T) {
 			wantErr(t, err, tt.err)
 			if tt.err == nil && !equalTxn(got, tt.want) {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// jsonFences returns n members of a fences object, "r0":1,"r1":1,...
+func jsonFences(n int) string {
+	ms := make([]string, n)
+	for i := range ms {
+		ms[i] = fmt.Sprintf(`"r%d":1`, i)
+	}
+	return strings.Join(ms, ",")
+}
+
+// fencesOf returns the fences that jsonFences(n) decodes to.
+func fencesOf(n int) map[string]fence.Token {
+	m := make(map[string]fence.Token, n)
+	for i := range n {
+		m[fmt.Sprintf("r%d", i)] = 1
+	}
+	return m
+}
+
+// TestDecodeTxnMemberBomb decodes the largest txn bodies that hold the most
+// members, elements and nesting a body can: each is refused, and its cost
+// does not grow with what the body holds past the limits. A decoder that
+// read every member (or compared each with every other, as it once did: 80k
+// members took 15 s) allocates in proportion to the body, which the
+// allocation bound catches without timing anything.
+// txnBombs returns the largest txn bodies that hold the most members,
+// elements and nesting a body can, by name.
+func txnBombs() map[string][]byte {
+	// fill returns prefix, unit(0), unit(1), ... comma-separated, and
+	// suffix: as many units as fit in the largest txn body.
+	fill := func(prefix string, unit func(i int) string, suffix string) []byte {
+		var b strings.Builder
+		b.WriteString(prefix)
+		for i := 0; ; i++ {
+			u := unit(i)
+			if b.Len()+1+len(u)+len(suffix) > maxTxnBody {
+				break
+			}
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(u)
+		}
+		b.WriteString(suffix)
+		return []byte(b.String())
+	}
+	member := func(i int) string { return fmt.Sprintf(`"r%d":1`, i) }
+	empty := func(int) string { return `{}` }
+	return map[string][]byte{
+		"Fences":        fill(`{"fences":{`, member, `}}`),
+		"Compares":      fill(`{"if":[`, empty, `]}`),
+		"Ops":           fill(`{"then":[`, empty, `]}`),
+		"TopMembers":    fill(`{`, member, `}`),
+		"CompareFields": fill(`{"if":[{`, member, `}]}`),
+		"OpFields":      fill(`{"then":[{`, member, `}]}`),
+		"Value":         []byte(`{"fences":{"r":1},"then":[{"op":"put","resource":"r","key":"k","value_base64":"` + base64.StdEncoding.EncodeToString(make([]byte, fence.MaxValueSize)) + `"}]}`),
+	}
+}
+
+func TestDecodeTxnMemberBomb(t *testing.T) {
+	bombs := txnBombs()
+	delete(bombs, "Value") // a valid body
+	small := []byte(`{"fences":{` + jsonFences(fence.MaxTxnEntries+1) + `}}`)
+	limit := 4 * testing.AllocsPerRun(3, func() { decodeTxn(small) })
+	for name, body := range bombs {
+		t.Run(name, func(t *testing.T) {
+			var err error
+			allocs := testing.AllocsPerRun(3, func() { _, err = decodeTxn(body) })
+			checkKinds(t, err, fence.ErrTooLarge)
+			if allocs > limit {
+				t.Errorf("decoding %d bytes made %.0f allocations, more than %.0f (4x those of a body just over the limit): the cost grows with the body", len(body), allocs, limit)
 			}
 		})
 	}
@@ -295,4 +376,24 @@ func equalTxn(a, b *fence.Txn) bool {
 		}
 	}
 	return true
+}
+
+// BenchmarkDecodeMaximal decodes the largest request bodies: each of
+// txnBombs (4 MiB), and the largest lock request (64 KiB of members).
+func BenchmarkDecodeMaximal(b *testing.B) {
+	for name, body := range txnBombs() {
+		b.Run("Txn"+name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				decodeTxn(body)
+			}
+		})
+	}
+	acquire := []byte(`{"holder":"` + strings.Repeat("h", maxJSONBody-32) + `"}`)
+	b.Run("Acquire", func(b *testing.B) {
+		b.SetBytes(int64(len(acquire)))
+		for b.Loop() {
+			decodeAcquire(acquire)
+		}
+	})
 }

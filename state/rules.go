@@ -221,6 +221,14 @@ func Claim(tx Tx, resource string, token fence.Token) (fence.WriteResult, error)
 // Where several entries fail the same way, the first op, or the first
 // resource in byte order, is named.
 func ValidateTxn(t *fence.Txn) error {
+	for _, part := range []struct {
+		what string
+		n    int
+	}{{"fences", len(t.Fences)}, {"if", len(t.If)}, {"then", len(t.Then)}} {
+		if part.n > fence.MaxTxnEntries {
+			return fmt.Errorf("txn %s: %w: %d entries, more than %d", part.what, fence.ErrTooLarge, part.n, fence.MaxTxnEntries)
+		}
+	}
 	for i, op := range t.Then {
 		if len(op.Value) > fence.MaxValueSize {
 			return fmt.Errorf("txn then[%d]: %w: value is %d bytes, more than %d", i, fence.ErrTooLarge, len(op.Value), fence.MaxValueSize)

@@ -84,6 +84,15 @@ func (t *mapTx) same(tb testing.TB, before *mapTx) {
 	}
 }
 
+// manyFences returns n fences, of resources r0, r1, ...
+func manyFences(n int) map[string]fence.Token {
+	m := make(map[string]fence.Token, n)
+	for i := range n {
+		m[fmt.Sprintf("r%d", i)] = 1
+	}
+	return m
+}
+
 func TestValidateTxn(t *testing.T) {
 	put := func(resource, key string, n int) fence.Op {
 		return fence.Op{Kind: fence.OpPut, Resource: resource, Key: key, Value: make([]byte, n)}
@@ -100,6 +109,10 @@ func TestValidateTxn(t *testing.T) {
 		{"OK", fence.Txn{Fences: f, If: []fence.Compare{{Resource: "c", Key: "x/y", Rev: 3}},
 			Then: []fence.Op{put("a", "k", 1), {Kind: fence.OpDelete, Resource: "b", Key: "k"}}}, nil},
 		{"MaxValueSize", fence.Txn{Fences: f, Then: []fence.Op{put("a", "k", fence.MaxValueSize)}}, nil},
+		{"MaxEntries", fence.Txn{Fences: manyFences(fence.MaxTxnEntries), If: make([]fence.Compare, fence.MaxTxnEntries)}, fence.ErrBadRequest}, // the compares' empty names, not their number
+		{"TooManyFences", fence.Txn{Fences: manyFences(fence.MaxTxnEntries + 1)}, fence.ErrTooLarge},
+		{"TooManyCompares", fence.Txn{If: make([]fence.Compare, fence.MaxTxnEntries+1)}, fence.ErrTooLarge},
+		{"TooManyOps", fence.Txn{Fences: f, Then: make([]fence.Op, fence.MaxTxnEntries+1)}, fence.ErrTooLarge},
 
 		{"FenceNameEmpty", fence.Txn{Fences: map[string]fence.Token{"": 1}}, fence.ErrBadRequest},
 		{"FenceNameControl", fence.Txn{Fences: map[string]fence.Token{"a\x7f": 1}}, fence.ErrBadRequest},
