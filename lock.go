@@ -20,6 +20,11 @@ type Lease struct {
 	Token    Token         // the fencing token issued with this grant
 	TTL      time.Duration // the lease's time to live, renewed on every renew
 	Expires  time.Time     // when the lease ends unless renewed
+	// Owner is the principal that took the lease (see WithOwner), the only
+	// one that may renew it, release it or acquire it again; "" without
+	// authentication, or for a lease recorded before owners were, which
+	// any caller may renew or release.
+	Owner string
 	// Sequencer is the grant signed by the lock service (see SigningKey.Sign):
 	// send it with writes so that a resource can check the token offline. It
 	// is empty when the server signs nothing.
@@ -54,6 +59,13 @@ type Lister interface {
 // Locker is a lock service that issues fencing tokens. Implementations are safe
 // for concurrent use.
 //
+// A lease belongs to the principal that took it, the owner that ctx carries
+// (WithOwner; "" for none): Acquire records it in the lease, and a call whose
+// owner is not the lease's (a call with none included) gets an error
+// wrapping ErrForbidden and changes nothing. A lease whose Owner is "" (taken
+// without authentication, or recorded before owners were) is not checked:
+// any caller may renew or release it.
+//
 // Acquire, Renew and Release return only after their effect is durable. Acquire
 // returns *LockHeldError, Renew and Release *LeaseLostError, and every method
 // wraps ErrBadRequest for a name or TTL out of range. An error that is none of
@@ -63,11 +75,17 @@ type Locker interface {
 	// Acquire grants resource to holder for ttl, waiting up to wait for the
 	// current holder to release or expire; waiters are served first come, first
 	// served. A holder acquiring a lease it still holds gets the same token, with
-	// its TTL refreshed to ttl.
+	// its TTL refreshed to ttl, if the acquire comes from the lease's owner; from
+	// another owner it wraps ErrForbidden at once (no token, no refresh, no
+	// wait), and so does a waiting acquire when the lease it would share passes
+	// to its holder on behalf of another owner. A lease granted to a waiter
+	// belongs to the waiter's owner.
 	Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (Lease, error)
 	// Renew extends the lease with token by ttl from now (0: its current TTL).
+	// It wraps ErrForbidden if the lease belongs to another owner.
 	Renew(ctx context.Context, resource string, token Token, ttl time.Duration) (Lease, error)
 	// Release ends the lease with token. A stale token never ends a newer lease.
+	// It wraps ErrForbidden if the lease belongs to another owner.
 	Release(ctx context.Context, resource string, token Token) error
 	// Status reports the resource's lock.
 	Status(ctx context.Context, resource string) (LockStatus, error)
@@ -77,10 +95,15 @@ type Locker interface {
 // token issued and the current lease. Implementations are safe for concurrent
 // use and return only after a change is durable. The lock service serialises
 // calls per resource, so a Ledger need not arbitrate between holders.
+//
+// Grant and Handoff record the owner that ctx carries (OwnerOf) as the new
+// lease's Owner, and Leases returns it, so that the lock service checks who
+// may renew or release a restored lease as it did before the restart; the
+// Ledger itself checks no owner.
 type Ledger interface {
-	// Grant records a new lease for holder with the next token (one more than
-	// the last issued), raises the resource's last fence to it in the same
-	// atomic step, and returns the token.
+	// Grant records a new lease for holder, owned by OwnerOf(ctx), with the
+	// next token (one more than the last issued), raises the resource's last
+	// fence to it in the same atomic step, and returns the token.
 	Grant(ctx context.Context, resource, holder string, ttl time.Duration, expires time.Time) (Token, error)
 	// Refresh records a new TTL and expiry for the lease with token and returns
 	// the resource's last fence. It returns *LeaseLostError if token is not the
@@ -91,16 +114,18 @@ type Ledger interface {
 	End(ctx context.Context, resource string, token Token) (lastFence Token, err error)
 	// Handoff passes the resource from one holder to the next in one atomic,
 	// durable change: it ends the lease with token and records a new lease
-	// for holder with the next token, raising the resource's last fence to
-	// it, as End and then Grant would, but committed once. It returns the
-	// new token and the resource's last fence afterwards. If token is not
-	// the recorded lease, it returns *LeaseLostError and changes nothing: a
-	// stale hand-off never ends or replaces a newer lease. Any other error
-	// may leave the outcome unknown: the whole hand-off may have been
-	// recorded, or none of it, but never the end without the grant.
+	// for holder, owned by OwnerOf(ctx), with the next token, raising the
+	// resource's last fence to it, as End and then Grant would, but
+	// committed once. It returns the new token and the resource's last
+	// fence afterwards. If token is not the recorded lease, it returns
+	// *LeaseLostError and changes nothing: a stale hand-off never ends or
+	// replaces a newer lease. Any other error may leave the outcome
+	// unknown: the whole hand-off may have been recorded, or none of it,
+	// but never the end without the grant.
 	Handoff(ctx context.Context, resource string, token Token, holder string, ttl time.Duration, expires time.Time) (next, lastFence Token, err error)
-	// Leases returns every recorded lease, expired or not, and every
-	// lock-delay in progress, to restore them after a restart or a failover.
+	// Leases returns every recorded lease, expired or not, with its holder
+	// and owner, and every lock-delay in progress, to restore them after a
+	// restart or a failover.
 	Leases(ctx context.Context) ([]Lease, []LockDelay, error)
 	// SetDelay records that a lock-delay of d is in progress on resource
 	// since its lease expired (d > 0), or that it has ended (d == 0). A

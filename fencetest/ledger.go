@@ -1,6 +1,7 @@
 package fencetest
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"testing"
@@ -11,8 +12,9 @@ import (
 
 // TestLedger checks that the backends open returns keep the lock service's
 // record: tokens issued in sequence per resource and never lower, the
-// current lease, that a hand-off ends one lease and grants the next at once,
-// and that a stale refresh, end or hand-off never touches a newer lease.
+// current lease and its owner, that a hand-off ends one lease and grants the
+// next at once, and that a stale refresh, end or hand-off never touches a
+// newer lease.
 // open is called once per subtest and must return a new, empty backend,
 // closed by t.Cleanup.
 func TestLedger(t *testing.T, open func(t *testing.T) Backend) {
@@ -22,6 +24,7 @@ func TestLedger(t *testing.T, open func(t *testing.T) Backend) {
 	t.Run("Handoff", func(t *testing.T) { testHandoff(t, open) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, open) })
 	t.Run("Delays", func(t *testing.T) { testDelays(t, open) })
+	t.Run("Owner", func(t *testing.T) { testOwner(t, open) })
 	t.Run("LastToken", func(t *testing.T) { testLastToken(t, open) })
 }
 
@@ -57,7 +60,7 @@ func wantLeases(t *testing.T, b Backend, want ...fence.Lease) {
 func leaseStrings(ls []fence.Lease) []string {
 	s := make([]string, len(ls))
 	for i, l := range ls {
-		s[i] = fmt.Sprintf("{%s holder=%s token=%d ttl=%s expires=%d}", l.Resource, l.Holder, l.Token, l.TTL, l.Expires.UnixNano())
+		s[i] = fmt.Sprintf("{%s holder=%s owner=%q token=%d ttl=%s expires=%d}", l.Resource, l.Holder, l.Owner, l.Token, l.TTL, l.Expires.UnixNano())
 	}
 	sort.Strings(s)
 	return s
@@ -397,4 +400,66 @@ func testLastToken(t *testing.T, open func(t *testing.T) Backend) {
 			wantFence(t, b, "a", last)
 		}
 	})
+}
+
+// testOwner checks that a lease's owner, the principal in the ctx of Grant
+// or Handoff (fence.WithOwner), is recorded with the lease and listed by
+// Leases, so that a restored lease is still checked against it: kept by a
+// refresh, replaced by a hand-off (the new lease is its grantee's), and gone
+// with the lease after an end or a revoke. A grant without an owner records
+// none.
+func testOwner(t *testing.T, open func(t *testing.T) Backend) {
+	b := open(t)
+	ctx := t.Context()
+	alice, bob := fence.WithOwner(ctx, "alice"), fence.WithOwner(ctx, "bob")
+	ta, err := b.Grant(alice, "a", "A", time.Second, expires1)
+	if err != nil {
+		t.Fatalf("Grant as alice: %v", err)
+	}
+	tn := grantAt(t, b, "n", "N", time.Second, expires1) // no owner
+	tr, err := b.Grant(bob, "r", "R", time.Second, expires1)
+	if err != nil {
+		t.Fatalf("Grant as bob: %v", err)
+	}
+	none := fence.Lease{Resource: "n", Holder: "N", Token: tn, TTL: time.Second, Expires: expires1}
+	wantLeases(t, b,
+		fence.Lease{Resource: "a", Holder: "A", Owner: "alice", Token: ta, TTL: time.Second, Expires: expires1},
+		none,
+		fence.Lease{Resource: "r", Holder: "R", Owner: "bob", Token: tr, TTL: time.Second, Expires: expires1})
+
+	// A refresh (without an owner in ctx: the ledger checks none) keeps it.
+	if _, err := b.Refresh(ctx, "a", ta, 2*time.Second, expires2); err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
+	wantLeases(t, b,
+		fence.Lease{Resource: "a", Holder: "A", Owner: "alice", Token: ta, TTL: 2 * time.Second, Expires: expires2},
+		none,
+		fence.Lease{Resource: "r", Holder: "R", Owner: "bob", Token: tr, TTL: time.Second, Expires: expires1})
+	// A hand-off records the new grantee's owner; a stale one changes nothing.
+	if _, _, err := b.Handoff(alice, "r", tr+1, "M", time.Hour, expires2); !errors.Is(err, fence.ErrLeaseLost) {
+		t.Fatalf("stale Handoff: err=%v, want ErrLeaseLost", err)
+	}
+	next, _, err := b.Handoff(bob, "a", ta, "B", time.Second, expires1)
+	if err != nil {
+		t.Fatalf("Handoff to bob: %v", err)
+	}
+	wantLeases(t, b,
+		fence.Lease{Resource: "a", Holder: "B", Owner: "bob", Token: next, TTL: time.Second, Expires: expires1},
+		none,
+		fence.Lease{Resource: "r", Holder: "R", Owner: "bob", Token: tr, TTL: time.Second, Expires: expires1})
+
+	// An end and a revoke take the owner with the lease: the next grant
+	// without one records none.
+	if _, err := b.End(ctx, "a", next); err != nil {
+		t.Fatalf("End: %v", err)
+	}
+	if _, _, err := b.Revoke(ctx, "r"); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	ta2 := grantAt(t, b, "a", "A", time.Second, expires1)
+	tr2 := grantAt(t, b, "r", "R", time.Second, expires1)
+	wantLeases(t, b,
+		fence.Lease{Resource: "a", Holder: "A", Token: ta2, TTL: time.Second, Expires: expires1},
+		none,
+		fence.Lease{Resource: "r", Holder: "R", Token: tr2, TTL: time.Second, Expires: expires1})
 }

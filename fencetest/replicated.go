@@ -3,6 +3,7 @@ package fencetest
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -75,18 +76,30 @@ func testTakeover(t *testing.T, newStore func(t *testing.T) ReplicatedStore, uns
 	dbA, _ := Lead(t, a)
 	tok := grant(t, dbA, "r", "A")
 	put(t, dbA, "r", "k", "A", tok, fence.Cond{})
+	owned, err := dbA.Grant(fence.WithOwner(ctx, "alice"), "owned", "A", testTTL, time.Now().Add(testTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	st.EndLeadership(t)
 	dbB, _ := Lead(t, b)
 	if m, _, ok, err := b.Leader(ctx); err != nil || !ok || m.URL != "http://127.0.0.1:2" {
 		t.Fatalf("Leader=%+v, %v, %v; want B", m, ok, err)
 	}
+	// The new leader has the lease's owner, which the store kept.
+	leases, _, err := dbB.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(leases, func(l fence.Lease) bool { return l.Resource == "owned" }); i < 0 || leases[i].Owner != "alice" || leases[i].Token != owned {
+		t.Fatalf("the new leader's leases %+v: want owned's, token %d, owner alice", leases, owned)
+	}
 	if tokB := grant(t, dbB, "r", "B"); tokB != tok+1 {
 		t.Fatalf("B: Grant=%d, want %d (the tokens go on)", tokB, tok+1)
 	}
 
 	// A wakes up and writes with its stale state.
-	_, err := dbA.Put(ctx, "r", "k", []byte("zombie"), tok, fence.Cond{})
+	_, err = dbA.Put(ctx, "r", "k", []byte("zombie"), tok, fence.Cond{})
 	item := get(t, dbB, "r", "k")
 	if unsafe {
 		if err != nil || string(item.Value) != "zombie" {

@@ -8,5 +8,13 @@
 // restored with its full TTL from that moment, so a restart never shortens a
 // lease (it may lengthen one by up to its TTL, which costs waiting, not safety).
 //
+// A lease belongs to the principal that took it, fence.OwnerOf the acquire's
+// ctx (the HTTP server puts the authenticated caller there). An acquire of
+// the same holder, a renew or a release on behalf of another principal gets
+// fence.ErrForbidden and changes nothing; a lease handed to a waiter is the
+// waiter's principal's. The owner is recorded in the ledger with the lease,
+// so a restored lease is checked as before. A lease without an owner
+// (without authentication, or recorded before owners were) is not checked.
+//
 // It is not a distributed lock: one Service owns a ledger at a time.
 package lock

@@ -46,7 +46,7 @@ var (
 )
 
 func init() {
-	for _, reason := range []string{"lock_held", "lease_lost"} {
+	for _, reason := range []string{"lock_held", "lease_lost", "forbidden"} {
 		rejectionsTotal.WithLabelValues(reason)
 	}
 }

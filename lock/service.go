@@ -90,6 +90,7 @@ type entry struct {
 type waiter struct {
 	ctx     context.Context
 	holder  string
+	owner   string // fence.OwnerOf(ctx): the principal the lease will belong to
 	ttl     time.Duration
 	resultC chan result // buffered: the hand-off never blocks
 }
@@ -230,9 +231,10 @@ func (s *Service) unref(resource string, e *entry) {
 	s.wg.Done()
 }
 
-// Acquire implements fence.Locker.
+// Acquire implements fence.Locker. The lease belongs to fence.OwnerOf(ctx).
 func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
 	start := time.Now()
+	owner := fence.OwnerOf(ctx)
 	if err := validateAcquire(resource, holder, ttl, wait); err != nil {
 		return fence.Lease{}, fmt.Errorf("lock: acquire: %w", err)
 	}
@@ -256,14 +258,19 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 		}
 		// Queued behind earlier waiters; the end of the delay hands off.
 	case e.lease == nil:
-		l, err := s.grantLocked(ctx, resource, e, holder, ttl)
+		l, err := s.grantLocked(ctx, resource, e, holder, owner, ttl)
 		e.mu.Unlock()
 		if err == nil {
 			waitSeconds.Observe(time.Since(start).Seconds())
 		}
 		return l, err
 	case e.lease.Holder == holder:
-		// A retry by the holder: the same token, the TTL of this request.
+		// A retry by the holder: the same token, the TTL of this request;
+		// but only for the lease's owner, since anyone can name a holder.
+		if err := s.forbiddenLocked("acquire", resource, e, owner); err != nil {
+			e.mu.Unlock()
+			return fence.Lease{}, err
+		}
 		l, err := s.refreshLocked(ctx, resource, e, ttl, now, changeRetried)
 		e.mu.Unlock()
 		return l, err
@@ -278,7 +285,7 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 		e.mu.Unlock()
 		return fence.Lease{}, err
 	}
-	w := &waiter{ctx: ctx, holder: holder, ttl: ttl, resultC: make(chan result, 1)}
+	w := &waiter{ctx: ctx, holder: holder, owner: owner, ttl: ttl, resultC: make(chan result, 1)}
 	e.queue = append(e.queue, w)
 	waiters.Inc()
 	e.mu.Unlock()
@@ -337,7 +344,8 @@ func dequeueLocked(e *entry, w *waiter) bool {
 	return false
 }
 
-// Renew implements fence.Locker.
+// Renew implements fence.Locker: only the lease's owner, fence.OwnerOf(ctx),
+// may renew it.
 func (s *Service) Renew(ctx context.Context, resource string, token fence.Token, ttl time.Duration) (fence.Lease, error) {
 	if err := validateLease(resource, token, ttl); err != nil {
 		return fence.Lease{}, fmt.Errorf("lock: renew: %w", err)
@@ -356,10 +364,14 @@ func (s *Service) Renew(ctx context.Context, resource string, token fence.Token,
 	if err := leaseLostLocked(resource, e, token); err != nil {
 		return fence.Lease{}, err
 	}
+	if err := s.forbiddenLocked("renew", resource, e, fence.OwnerOf(ctx)); err != nil {
+		return fence.Lease{}, err
+	}
 	return s.refreshLocked(ctx, resource, e, ttl, now, changeRenewed)
 }
 
-// Release implements fence.Locker.
+// Release implements fence.Locker: only the lease's owner, fence.OwnerOf(ctx),
+// may release it.
 func (s *Service) Release(ctx context.Context, resource string, token fence.Token) error {
 	if err := validateLease(resource, token, 0); err != nil {
 		return fmt.Errorf("lock: release: %w", err)
@@ -375,6 +387,9 @@ func (s *Service) Release(ctx context.Context, resource string, token fence.Toke
 	defer e.mu.Unlock()
 	s.expireLocked(resource, e, time.Now())
 	if err := leaseLostLocked(resource, e, token); err != nil {
+		return err
+	}
+	if err := s.forbiddenLocked("release", resource, e, fence.OwnerOf(ctx)); err != nil {
 		return err
 	}
 	// One ledger change ends the lease and grants the first waiter, if any.
@@ -508,17 +523,19 @@ func (s *Service) Revoke(ctx context.Context, resource string) (fence.RevokeResu
 	return fence.RevokeResult{Resource: resource, Revoked: revoked, LastFence: lastFence}, nil
 }
 
-// grantLocked issues the next token to holder; the ledger raises the
-// resource's fence before this returns.
-func (s *Service) grantLocked(ctx context.Context, resource string, e *entry, holder string, ttl time.Duration) (fence.Lease, error) {
+// grantLocked issues the next token to holder, for owner; the ledger raises
+// the resource's fence, and records the owner, before this returns.
+func (s *Service) grantLocked(ctx context.Context, resource string, e *entry, holder, owner string, ttl time.Duration) (fence.Lease, error) {
 	// The deadline counts from before the ledger write: the holder's own clock
 	// started even earlier, so it never believes in a lease the service has ended.
 	expires := time.Now().Add(ttl)
-	token, err := s.ledger.Grant(ctx, resource, holder, ttl, expires)
+	// The ledger takes the owner from ctx, which is the service's own (or
+	// another caller's) when a waiter is served: set it to the grantee's.
+	token, err := s.ledger.Grant(fence.WithOwner(ctx, owner), resource, holder, ttl, expires)
 	if err != nil {
 		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
 	}
-	return s.grantedLocked(e, fence.Lease{Resource: resource, Holder: holder, Token: token, TTL: ttl, Expires: expires}, token)
+	return s.grantedLocked(e, fence.Lease{Resource: resource, Holder: holder, Owner: owner, Token: token, TTL: ttl, Expires: expires}, token)
 }
 
 // grantedLocked makes l, just recorded in the ledger, the resource's lease.
@@ -715,7 +732,7 @@ func (s *Service) handOffLocked(resource string, e *entry, ended change) {
 			return
 		}
 		popLocked(e)
-		l, err := s.grantLocked(s.ctx, resource, e, w.holder, w.ttl)
+		l, err := s.grantLocked(s.ctx, resource, e, w.holder, w.owner, w.ttl)
 		if err != nil {
 			w.resultC <- result{err: err}
 			if e.lease != nil {
@@ -750,14 +767,15 @@ func (s *Service) passLocked(ctx context.Context, resource string, e *entry, c c
 	}
 	// The deadline counts from before the ledger write, as in grantLocked.
 	expires := time.Now().Add(w.ttl)
-	token, lastFence, err := s.ledger.Handoff(ctx, resource, old.Token, w.holder, w.ttl, expires)
+	// ctx is the releaser's or the service's: the new lease is the waiter's.
+	token, lastFence, err := s.ledger.Handoff(fence.WithOwner(ctx, w.owner), resource, old.Token, w.holder, w.ttl, expires)
 	if err != nil {
 		return false, err
 	}
 	clearLeaseLocked(e)
 	s.record(c, old, lastFence)
 	popLocked(e)
-	l, err := s.grantedLocked(e, fence.Lease{Resource: resource, Holder: w.holder, Token: token, TTL: w.ttl, Expires: expires}, lastFence)
+	l, err := s.grantedLocked(e, fence.Lease{Resource: resource, Holder: w.holder, Owner: w.owner, Token: token, TTL: w.ttl, Expires: expires}, lastFence)
 	if err != nil {
 		// Recorded but not signed: w learns why, and the lease runs out its TTL.
 		w.resultC <- result{err: err}
@@ -789,17 +807,24 @@ func popLocked(e *entry) {
 }
 
 // serveLocked answers w, taken out of the queue, and the later waiters of the
-// same holder with l, and reports whether all of them had gone: then nobody
-// holds l, and the caller ends it at once.
+// same holder that may use l (see owns) with l, and reports whether all of
+// them had gone: then nobody holds l, and the caller ends it at once. The
+// later waiters of the same holder but another owner get fence.ErrForbidden,
+// as an acquire arriving now would: they must not share another principal's
+// lease.
 func (s *Service) serveLocked(resource string, e *entry, w *waiter, l fence.Lease) (abandoned bool) {
 	served := []*waiter{w}
 	rest := e.queue[:0]
 	for _, q := range e.queue {
-		if q.holder == w.holder {
+		switch {
+		case q.holder != w.holder:
+			rest = append(rest, q)
+		case owns(l, q.owner):
 			served = append(served, q)
 			waiters.Dec()
-		} else {
-			rest = append(rest, q)
+		default:
+			waiters.Dec()
+			q.resultC <- result{err: s.forbidden("acquire", resource, l, q.owner)}
 		}
 	}
 	e.queue = rest
@@ -852,6 +877,34 @@ func leaseLostLocked(resource string, e *entry, token fence.Token) error {
 	return err
 }
 
+// forbiddenLocked returns an error wrapping fence.ErrForbidden, for the
+// request op, if the resource's lease belongs to a principal other than
+// owner; nil if it is owner's, or has no owner (taken without
+// authentication, or recorded before owners were: anyone may renew or
+// release it).
+func (s *Service) forbiddenLocked(op, resource string, e *entry, owner string) error {
+	if owns(*e.lease, owner) {
+		return nil
+	}
+	return s.forbidden(op, resource, *e.lease, owner)
+}
+
+// owns reports whether a call on behalf of owner may use lease l: l is
+// owner's, or has no owner.
+func owns(l fence.Lease, owner string) bool { return l.Owner == "" || l.Owner == owner }
+
+// forbidden counts and returns the refusal of op on lease l to owner. The
+// error names neither l's owner nor its token: the caller may know neither.
+// It is not logged here: the API logs its rejections, with the caller, in a
+// budget that a flood cannot exceed.
+func (s *Service) forbidden(op, resource string, l fence.Lease, owner string) error {
+	rejectionsTotal.WithLabelValues("forbidden").Inc()
+	if op == "acquire" {
+		return fmt.Errorf("lock: acquire %q: %w: holder %q has the lease on behalf of another principal", resource, fence.ErrForbidden, l.Holder)
+	}
+	return fmt.Errorf("lock: %s %q: %w: the lease belongs to another principal", op, resource, fence.ErrForbidden)
+}
+
 // change is a kind of change to a lease: the line it is logged as, and the
 // event it is published as ("" for none).
 type change struct {
@@ -871,13 +924,17 @@ var (
 	changeExpired   = change{"lock expired", watch.Expired}
 )
 
-// record logs the change c to lease l and publishes it to s.Events; a grant
-// raises the resource's fence too, and is followed by a FenceRaised event.
+// record logs the change c to lease l, with its owner if it has one, and
+// publishes it to s.Events; a grant raises the resource's fence too, and is
+// followed by a FenceRaised event.
 func (s *Service) record(c change, l fence.Lease, lastFence fence.Token) {
-	s.Logger.Info(c.msg,
-		"resource", l.Resource, "holder", l.Holder, "token", uint64(l.Token),
+	attrs := []any{"resource", l.Resource, "holder", l.Holder, "token", uint64(l.Token),
 		"last_fence", uint64(lastFence), "ttl_ms", l.TTL.Milliseconds(),
-		"expires_at", l.Expires.UTC().Format(time.RFC3339Nano))
+		"expires_at", l.Expires.UTC().Format(time.RFC3339Nano)}
+	if l.Owner != "" {
+		attrs = append(attrs, "owner", l.Owner)
+	}
+	s.Logger.Info(c.msg, attrs...)
 	if c.event == "" || s.Events == nil {
 		return
 	}

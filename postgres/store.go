@@ -21,7 +21,7 @@ const DefaultElectionTTL = 2 * time.Second
 // StoreSchema is the DDL of the tables a Store keeps fence's state in
 // (OpenStore creates them if they do not exist): the leader row, with the
 // writer epoch, the leader's lease and the store revision; one row per
-// resource and per entry; and the servers that share the store. Put them in
+// resource (with its lease's holder and owner) and per entry; and the servers that share the store. Put them in
 // a schema of their own with search_path in the connection string.
 const StoreSchema = `
 CREATE TABLE IF NOT EXISTS fence_leader (
@@ -41,8 +41,10 @@ CREATE TABLE IF NOT EXISTS fence_resources (
 	holder      text NOT NULL,
 	ttl_ns      bigint NOT NULL,
 	expires_ns  bigint NOT NULL,
-	delay_ns    bigint NOT NULL
+	delay_ns    bigint NOT NULL,
+	owner       text NOT NULL DEFAULT ''
 );
+ALTER TABLE fence_resources ADD COLUMN IF NOT EXISTS owner text NOT NULL DEFAULT '';
 CREATE TABLE IF NOT EXISTS fence_entries (
 	resource text NOT NULL,
 	key      text NOT NULL,
@@ -299,7 +301,7 @@ func (s *Store) Load(ctx context.Context, fn func(name string, r state.Resource)
 		if err := tx.QueryRow(ctx, `SELECT rev FROM fence_leader WHERE id = 1`).Scan(&rev); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT name, last_token, last_fence, lease_token, holder, ttl_ns, expires_ns, delay_ns FROM fence_resources`)
+		rows, err := tx.Query(ctx, `SELECT name, last_token, last_fence, lease_token, holder, ttl_ns, expires_ns, delay_ns, owner FROM fence_resources`)
 		if err != nil {
 			return err
 		}
@@ -308,7 +310,7 @@ func (s *Store) Load(ctx context.Context, fn func(name string, r state.Resource)
 			var name string
 			var r state.Resource
 			var lastToken, lastFence, leaseToken, ttl, delay int64
-			if err := rows.Scan(&name, &lastToken, &lastFence, &leaseToken, &r.Holder, &ttl, &r.Expires, &delay); err != nil {
+			if err := rows.Scan(&name, &lastToken, &lastFence, &leaseToken, &r.Holder, &ttl, &r.Expires, &delay, &r.Owner); err != nil {
 				return err
 			}
 			r.LastToken, r.LastFence, r.LeaseToken = fence.Token(lastToken), fence.Token(lastFence), fence.Token(leaseToken)
@@ -357,18 +359,18 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	if n := len(c.Resources); n > 0 {
 		names := make([]string, 0, n)
 		var lastToken, lastFence, leaseToken, ttl, expires, delay []int64
-		holders := make([]string, 0, n)
+		holders, owners := make([]string, 0, n), make([]string, 0, n)
 		for name, r := range c.Resources {
-			names, holders = append(names, name), append(holders, r.Holder)
+			names, holders, owners = append(names, name), append(holders, r.Holder), append(owners, r.Owner)
 			lastToken, lastFence, leaseToken = append(lastToken, int64(r.LastToken)), append(lastFence, int64(r.LastFence)), append(leaseToken, int64(r.LeaseToken))
 			ttl, expires, delay = append(ttl, int64(r.TTL)), append(expires, r.Expires), append(delay, int64(r.Delay))
 		}
-		b.Queue(`INSERT INTO fence_resources
-			SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[])
+		b.Queue(`INSERT INTO fence_resources (name, last_token, last_fence, lease_token, holder, ttl_ns, expires_ns, delay_ns, owner)
+			SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[])
 			ON CONFLICT (name) DO UPDATE SET last_token = EXCLUDED.last_token, last_fence = EXCLUDED.last_fence,
 				lease_token = EXCLUDED.lease_token, holder = EXCLUDED.holder, ttl_ns = EXCLUDED.ttl_ns,
-				expires_ns = EXCLUDED.expires_ns, delay_ns = EXCLUDED.delay_ns`,
-			names, lastToken, lastFence, leaseToken, holders, ttl, expires, delay)
+				expires_ns = EXCLUDED.expires_ns, delay_ns = EXCLUDED.delay_ns, owner = EXCLUDED.owner`,
+			names, lastToken, lastFence, leaseToken, holders, ttl, expires, delay, owners)
 	}
 	var putRes, putKeys, delRes, delKeys []string
 	var putRevs, putTokens []int64

@@ -22,7 +22,7 @@ func Bump(tx Tx, resource string, n fence.Token) error {
 	}
 	r.LastToken += n
 	r.LastFence = r.LastToken
-	r.LeaseToken, r.Holder, r.TTL, r.Expires, r.Delay = 0, "", 0, 0, 0
+	r.LeaseToken, r.Holder, r.Owner, r.TTL, r.Expires, r.Delay = 0, "", "", 0, 0, 0
 	return tx.SetResource(resource, r)
 }
 

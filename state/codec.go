@@ -16,10 +16,13 @@ import (
 //
 // Resource records: version 1 is LastToken, LastFence, LeaseToken, TTL,
 // Expires, Holder; version 2 (written since lock-delays are recorded)
-// appends Delay. Entry records: version 1 is Rev, Token, Value.
+// appends Delay; version 3 (written since leases record their owner)
+// appends Owner. Older versions decode with the fields they lack zero: no
+// delay, no owner. Entry records: version 1 is Rev, Token, Value.
 const (
 	recordV1 = 1
 	recordV2 = 2
+	recordV3 = 3
 )
 
 // ErrCorrupt means a stored record does not decode.
@@ -27,8 +30,8 @@ var ErrCorrupt = errors.New("state: corrupt record")
 
 // EncodeResource returns r as a record, in the newest format.
 func EncodeResource(r Resource) []byte {
-	b := make([]byte, 0, 56+len(r.Holder))
-	b = append(b, recordV2)
+	b := make([]byte, 0, 66+len(r.Holder)+len(r.Owner))
+	b = append(b, recordV3)
 	b = binary.AppendUvarint(b, uint64(r.LastToken))
 	b = binary.AppendUvarint(b, uint64(r.LastFence))
 	b = binary.AppendUvarint(b, uint64(r.LeaseToken))
@@ -36,14 +39,16 @@ func EncodeResource(r Resource) []byte {
 	b = binary.AppendVarint(b, r.Expires)
 	b = binary.AppendUvarint(b, uint64(len(r.Holder)))
 	b = append(b, r.Holder...)
-	return binary.AppendVarint(b, int64(r.Delay))
+	b = binary.AppendVarint(b, int64(r.Delay))
+	b = binary.AppendUvarint(b, uint64(len(r.Owner)))
+	return append(b, r.Owner...)
 }
 
-// DecodeResource decodes a record of either format; ErrCorrupt if it does not decode.
+// DecodeResource decodes a record of any version; ErrCorrupt if it does not decode.
 func DecodeResource(b []byte) (Resource, error) {
 	d := decoder{b: b}
 	version := d.byte()
-	if version != recordV1 && version != recordV2 {
+	if version < recordV1 || version > recordV3 {
 		return Resource{}, fmt.Errorf("%w: resource record version", ErrCorrupt)
 	}
 	r := Resource{
@@ -54,8 +59,11 @@ func DecodeResource(b []byte) (Resource, error) {
 		Expires:    d.varint(),
 	}
 	r.Holder = string(d.bytes(d.uvarint()))
-	if version == recordV2 {
+	if version >= recordV2 {
 		r.Delay = time.Duration(d.varint())
+	}
+	if version >= recordV3 {
+		r.Owner = string(d.bytes(d.uvarint()))
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return Resource{}, fmt.Errorf("%w: resource record", ErrCorrupt)

@@ -16,17 +16,46 @@ var testResources = []Resource{
 	{LastToken: 300, LastFence: 299, LeaseToken: 300, Holder: "worker-ä", TTL: 1500 * time.Millisecond, Expires: 1_900_000_000_123_456_789},
 	{LastToken: 7, LastFence: 7, Expires: -1, Delay: 5 * time.Second},
 	{LastToken: fence.MaxToken, LastFence: fence.MaxToken, LeaseToken: fence.MaxToken, Holder: string(bytes.Repeat([]byte{'h'}, fence.MaxHolderLen)),
-		TTL: math.MaxInt64, Expires: math.MinInt64, Delay: math.MinInt64},
-	{LastToken: math.MaxUint64, TTL: -1, Holder: "\x00\xff"}, // not valid state, but the codec must not care
+		Owner: string(bytes.Repeat([]byte{'o'}, 300)), TTL: math.MaxInt64, Expires: math.MinInt64, Delay: math.MinInt64},
+	{LastToken: math.MaxUint64, TTL: -1, Holder: "\x00\xff", Owner: "\xff\x00"}, // not valid state, but the codec must not care
+	{LastToken: 12, LastFence: 12, LeaseToken: 12, Holder: "worker-a", Owner: "alice", TTL: time.Second, Expires: 1},
 }
 
 func TestDecodeResource(t *testing.T) {
-	// Records written before lock-delays were recorded still decode, with no delay.
+	// Records written before lock-delays were recorded still decode, with no
+	// delay and no owner.
 	t.Run("Version1", func(t *testing.T) {
 		v1 := []byte{recordV1, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i'}
 		want := Resource{LastToken: 9, LastFence: 8, LeaseToken: 9, TTL: time.Second, Expires: 1, Holder: "hi"}
 		if got, err := DecodeResource(v1); err != nil || got != want {
 			t.Fatalf("DecodeResource(v1)=%+v, %v; want %+v", got, err, want)
+		}
+	})
+	// Records written before owners were recorded still decode, with no
+	// owner: the lease may be renewed and released by anyone, as before.
+	t.Run("Version2", func(t *testing.T) {
+		v2 := []byte{recordV2, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i', 0x14}
+		want := Resource{LastToken: 9, LastFence: 8, LeaseToken: 9, TTL: time.Second, Expires: 1, Holder: "hi", Delay: 10}
+		if got, err := DecodeResource(v2); err != nil || got != want {
+			t.Fatalf("DecodeResource(v2)=%+v, %v; want %+v", got, err, want)
+		}
+	})
+	// The format written now, byte for byte: version 3, then the fields of
+	// version 2, then the owner, length-prefixed.
+	t.Run("Version3", func(t *testing.T) {
+		r := Resource{LastToken: 9, LastFence: 8, LeaseToken: 9, TTL: time.Second, Expires: 1, Holder: "hi", Delay: 10, Owner: "alice"}
+		v3 := []byte{recordV3, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i', 0x14, 5, 'a', 'l', 'i', 'c', 'e'}
+		if got := EncodeResource(r); !bytes.Equal(got, v3) {
+			t.Fatalf("EncodeResource(%+v)=%x, want %x", r, got, v3)
+		}
+		if got, err := DecodeResource(v3); err != nil || got != r {
+			t.Fatalf("DecodeResource(v3)=%+v, %v; want %+v", got, err, r)
+		}
+		// Without an owner, the record still ends with its (zero) length.
+		r.Owner = ""
+		noOwner := []byte{recordV3, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i', 0x14, 0}
+		if got := EncodeResource(r); !bytes.Equal(got, noOwner) {
+			t.Fatalf("EncodeResource(%+v)=%x, want %x", r, got, noOwner)
 		}
 	})
 	t.Run("OK", func(t *testing.T) {
@@ -55,15 +84,25 @@ func TestDecodeResource(t *testing.T) {
 
 	t.Run("Corrupt", func(t *testing.T) {
 		good := EncodeResource(testResources[1])
-		head := []byte{recordV1, 1, 1, 1, 1, 2} // up to the holder's length
+		owned := EncodeResource(testResources[5])
+		head := []byte{recordV1, 1, 1, 1, 1, 2}             // up to the holder's length
+		head3 := []byte{recordV3, 1, 1, 1, 1, 2, 1, 'h', 0} // up to the owner's length
+		noOwnerLength := EncodeResource(testResources[2])
+		noOwnerLength = noOwnerLength[:len(noOwnerLength)-1] // a version 3 record that stops after the delay
 		for _, c := range []struct {
 			name string
 			b    []byte
 		}{
 			{"Empty", nil},
 			{"Version0", append([]byte{0}, good[1:]...)},
-			{"Version3", append([]byte{3}, good[1:]...)},
+			{"Version4", append([]byte{4}, good[1:]...)},
 			{"TrailingByte", append(bytes.Clone(good), 0)},
+			{"V3TrailingByte", append(bytes.Clone(owned), 0)},
+			{"V2WithOwner", append([]byte{recordV2}, owned[1:]...)},
+			{"V3WithoutOwner", noOwnerLength},
+			{"OwnerLongerThanRecord", append(bytes.Clone(head3), 5, 'a', 'b')},
+			{"OwnerLengthMaxUint64", binary.AppendUvarint(bytes.Clone(head3), math.MaxUint64)},
+			{"OwnerLengthHuge", binary.AppendUvarint(bytes.Clone(head3), 1<<40)},
 			{"HolderLongerThanRecord", append(bytes.Clone(head), 5, 'a', 'b')},
 			{"HolderLengthNegativeAsInt", binary.AppendUvarint(bytes.Clone(head), 1<<63)},
 			{"HolderLengthMaxUint64", binary.AppendUvarint(bytes.Clone(head), math.MaxUint64)},
@@ -149,10 +188,11 @@ func TestDecodeEntry(t *testing.T) {
 // inputs does.
 func FuzzDecodeResource(f *testing.F) {
 	for _, r := range testResources {
-		f.Add(EncodeResource(r), uint64(r.LastToken), uint64(r.LastFence), uint64(r.LeaseToken), int64(r.TTL), r.Expires, r.Holder, int64(r.Delay))
+		f.Add(EncodeResource(r), uint64(r.LastToken), uint64(r.LastFence), uint64(r.LeaseToken), int64(r.TTL), r.Expires, r.Holder, int64(r.Delay), r.Owner)
 	}
-	f.Add([]byte{recordV1, 1, 1, 1, 1, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, uint64(1), uint64(1), uint64(0), int64(0), int64(0), "", int64(0))
-	f.Fuzz(func(t *testing.T, b []byte, lastToken, lastFence, leaseToken uint64, ttl, expires int64, holder string, delay int64) {
+	f.Add([]byte{recordV1, 1, 1, 1, 1, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, uint64(1), uint64(1), uint64(0), int64(0), int64(0), "", int64(0), "")
+	f.Add([]byte{recordV3, 1, 1, 1, 1, 2, 1, 'h', 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, uint64(1), uint64(1), uint64(1), int64(0), int64(0), "h", int64(0), "o")
+	f.Fuzz(func(t *testing.T, b []byte, lastToken, lastFence, leaseToken uint64, ttl, expires int64, holder string, delay int64, owner string) {
 		if r, err := DecodeResource(b); err == nil {
 			again, err := DecodeResource(EncodeResource(r))
 			if err != nil || again != r {
@@ -162,7 +202,7 @@ func FuzzDecodeResource(f *testing.F) {
 			t.Fatalf("DecodeResource(%x): err=%v, want ErrCorrupt", b, err)
 		}
 		r := Resource{LastToken: fence.Token(lastToken), LastFence: fence.Token(lastFence), LeaseToken: fence.Token(leaseToken),
-			Holder: holder, TTL: time.Duration(ttl), Expires: expires, Delay: time.Duration(delay)}
+			Holder: holder, Owner: owner, TTL: time.Duration(ttl), Expires: expires, Delay: time.Duration(delay)}
 		got, err := DecodeResource(EncodeResource(r))
 		if err != nil || got != r {
 			t.Fatalf("DecodeResource(EncodeResource(%+v))=%+v, %v", r, got, err)

@@ -438,11 +438,12 @@ func (db *DB) Txn(ctx context.Context, t *fence.Txn) (fence.Rev, error) {
 	return rev, db.wrap(err, "txn")
 }
 
-// Grant implements fence.Ledger.
+// Grant implements fence.Ledger: the lease is owned by fence.OwnerOf(ctx).
 func (db *DB) Grant(ctx context.Context, resource, holder string, ttl time.Duration, expires time.Time) (fence.Token, error) {
 	var token fence.Token
+	owner := fence.OwnerOf(ctx)
 	err := db.Update(ctx, func(tx Tx) (err error) {
-		token, err = Grant(tx, resource, holder, ttl, expires)
+		token, err = Grant(tx, resource, holder, owner, ttl, expires)
 		return err
 	})
 	return token, db.wrap(err, "grant %q", resource)
@@ -469,10 +470,11 @@ func (db *DB) End(ctx context.Context, resource string, token fence.Token) (fenc
 }
 
 // Handoff implements fence.Ledger: the end and the grant are one change of
-// one commit.
+// one commit, and the new lease is owned by fence.OwnerOf(ctx).
 func (db *DB) Handoff(ctx context.Context, resource string, token fence.Token, holder string, ttl time.Duration, expires time.Time) (next, lastFence fence.Token, err error) {
+	owner := fence.OwnerOf(ctx)
 	err = db.Update(ctx, func(tx Tx) (err error) {
-		next, lastFence, err = Handoff(tx, resource, token, holder, ttl, expires)
+		next, lastFence, err = Handoff(tx, resource, token, holder, owner, ttl, expires)
 		return err
 	})
 	return next, lastFence, db.wrap(err, "hand off %q", resource)

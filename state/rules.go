@@ -17,6 +17,7 @@ type Resource struct {
 	LastFence  fence.Token   // the highest token accepted by storage or raised by a grant
 	LeaseToken fence.Token   // the current lease's token; 0 if none is recorded
 	Holder     string        // the current lease's holder
+	Owner      string        // the principal that took the current lease; "" for none, as in records from before owners
 	TTL        time.Duration // the current lease's TTL
 	Expires    int64         // the current lease's expiry, Unix nanoseconds (wall clock)
 	// Delay is the length of the lock-delay in progress since the last lease
@@ -343,9 +344,10 @@ func Txn(tx Tx, t *fence.Txn) (fence.Rev, error) {
 	return rev, nil
 }
 
-// Grant records a new lease with the resource's next token and raises its fence
-// to that token, so that every holder of an older token is fenced at once.
-func Grant(tx Tx, resource, holder string, ttl time.Duration, expires time.Time) (fence.Token, error) {
+// Grant records a new lease for holder, owned by owner, with the resource's
+// next token and raises its fence to that token, so that every holder of an
+// older token is fenced at once.
+func Grant(tx Tx, resource, holder, owner string, ttl time.Duration, expires time.Time) (fence.Token, error) {
 	r, err := tx.Resource(resource)
 	if err != nil {
 		return 0, err
@@ -355,7 +357,7 @@ func Grant(tx Tx, resource, holder string, ttl time.Duration, expires time.Time)
 	}
 	token := r.LastToken + 1
 	r.LastToken, r.LastFence = token, max(r.LastFence, token)
-	r.LeaseToken, r.Holder, r.TTL, r.Expires = token, holder, ttl, expires.UnixNano()
+	r.LeaseToken, r.Holder, r.Owner, r.TTL, r.Expires = token, holder, owner, ttl, expires.UnixNano()
 	r.Delay = 0
 	if err := tx.SetResource(resource, r); err != nil {
 		return 0, err
@@ -386,17 +388,18 @@ func End(tx Tx, resource string, token fence.Token) (fence.Token, error) {
 	if !r.leased(token) {
 		return r.LastFence, nil
 	}
-	r.LeaseToken, r.Holder, r.TTL, r.Expires = 0, "", 0, 0
+	r.LeaseToken, r.Holder, r.Owner, r.TTL, r.Expires = 0, "", "", 0, 0
 	return r.LastFence, tx.SetResource(resource, r)
 }
 
-// Handoff ends the lease with token and grants the resource to holder with
-// the next token, raising the fence to it: End and then Grant in one
-// transaction. It checks for both before it changes anything: a token that
-// is not the recorded lease gets *fence.LeaseLostError, a resource with no
-// token left ErrTokensExhausted, and either way the old lease stays
-// recorded. It returns the new token and the resource's last fence.
-func Handoff(tx Tx, resource string, token fence.Token, holder string, ttl time.Duration, expires time.Time) (next, lastFence fence.Token, err error) {
+// Handoff ends the lease with token and grants the resource to holder, owned
+// by owner, with the next token, raising the fence to it: End and then Grant
+// in one transaction. It checks for both before it changes anything: a
+// token that is not the recorded lease gets *fence.LeaseLostError, a
+// resource with no token left ErrTokensExhausted, and either way the old
+// lease stays recorded. It returns the new token and the resource's last
+// fence.
+func Handoff(tx Tx, resource string, token fence.Token, holder, owner string, ttl time.Duration, expires time.Time) (next, lastFence fence.Token, err error) {
 	r, err := tx.Resource(resource)
 	if err != nil {
 		return 0, 0, err
@@ -412,7 +415,7 @@ func Handoff(tx Tx, resource string, token fence.Token, holder string, ttl time.
 	if _, err := End(tx, resource, token); err != nil {
 		return 0, 0, err
 	}
-	if next, err = Grant(tx, resource, holder, ttl, expires); err != nil {
+	if next, err = Grant(tx, resource, holder, owner, ttl, expires); err != nil {
 		return 0, 0, err
 	}
 	if r, err = tx.Resource(resource); err != nil {
@@ -436,7 +439,7 @@ func Revoke(tx Tx, resource string) (lastFence, revoked fence.Token, err error) 
 	revoked = r.LeaseToken
 	token := r.LastToken + 1
 	r.LastToken, r.LastFence = token, max(r.LastFence, token)
-	r.LeaseToken, r.Holder, r.TTL, r.Expires, r.Delay = 0, "", 0, 0, 0
+	r.LeaseToken, r.Holder, r.Owner, r.TTL, r.Expires, r.Delay = 0, "", "", 0, 0, 0
 	if err := tx.SetResource(resource, r); err != nil {
 		return 0, 0, err
 	}
@@ -476,6 +479,6 @@ func (r Resource) Lease(name string) (fence.Lease, bool) {
 	if r.LeaseToken == 0 {
 		return fence.Lease{}, false
 	}
-	return fence.Lease{Resource: name, Holder: r.Holder, Token: r.LeaseToken, TTL: r.TTL,
+	return fence.Lease{Resource: name, Holder: r.Holder, Owner: r.Owner, Token: r.LeaseToken, TTL: r.TTL,
 		Expires: time.Unix(0, r.Expires)}, true
 }

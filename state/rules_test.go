@@ -166,12 +166,12 @@ func TestGrant(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		tx := newTx()
 		for want := fence.Token(1); want <= 3; want++ {
-			tok, err := state.Grant(tx, "a", fmt.Sprint("h", want), time.Second, exp)
+			tok, err := state.Grant(tx, "a", fmt.Sprint("h", want), fmt.Sprint("p", want), time.Second, exp)
 			if err != nil || tok != want {
 				t.Fatalf("Grant=%d, %v; want %d, nil", tok, err, want)
 			}
 		}
-		want := state.Resource{LastToken: 3, LastFence: 3, LeaseToken: 3, Holder: "h3", TTL: time.Second, Expires: exp.UnixNano()}
+		want := state.Resource{LastToken: 3, LastFence: 3, LeaseToken: 3, Holder: "h3", Owner: "p3", TTL: time.Second, Expires: exp.UnixNano()}
 		if got := tx.resources["a"]; got != want {
 			t.Fatalf("Resource=%+v, want %+v", got, want)
 		}
@@ -184,7 +184,7 @@ func TestGrant(t *testing.T) {
 	t.Run("FenceNeverDown", func(t *testing.T) {
 		tx := newTx()
 		tx.resources["a"] = state.Resource{LastToken: 2, LastFence: 9}
-		if tok, err := state.Grant(tx, "a", "h", time.Second, exp); err != nil || tok != 3 {
+		if tok, err := state.Grant(tx, "a", "h", "", time.Second, exp); err != nil || tok != 3 {
 			t.Fatalf("Grant=%d, %v; want 3, nil", tok, err)
 		}
 		if f := tx.resources["a"].LastFence; f != 9 {
@@ -195,20 +195,20 @@ func TestGrant(t *testing.T) {
 	t.Run("ErrTokensExhausted", func(t *testing.T) {
 		tx := newTx()
 		tx.resources["a"] = state.Resource{LastToken: fence.MaxToken - 1, LastFence: fence.MaxToken - 1}
-		tok, err := state.Grant(tx, "a", "last", time.Second, exp)
+		tok, err := state.Grant(tx, "a", "last", "", time.Second, exp)
 		if err != nil || tok != fence.MaxToken {
 			t.Fatalf("Grant=%d, %v; want %d, nil", tok, err, fence.MaxToken)
 		}
 		before := tx.clone()
 		for range 2 {
-			tok, err = state.Grant(tx, "a", "h", time.Second, exp)
+			tok, err = state.Grant(tx, "a", "h", "", time.Second, exp)
 			if !errors.Is(err, state.ErrTokensExhausted) {
 				t.Fatalf("Grant=%d, %v; want ErrTokensExhausted", tok, err)
 			}
 			tx.same(t, before)
 		}
 		// Other resources are not affected.
-		if tok, err := state.Grant(tx, "b", "h", time.Second, exp); err != nil || tok != 1 {
+		if tok, err := state.Grant(tx, "b", "h", "", time.Second, exp); err != nil || tok != 1 {
 			t.Fatalf("Grant(b)=%d, %v; want 1, nil", tok, err)
 		}
 	})
@@ -218,7 +218,7 @@ func TestRevoke(t *testing.T) {
 	exp := time.Unix(1_900_000_000, 5)
 	t.Run("Held", func(t *testing.T) {
 		tx := newTx()
-		tok, _ := state.Grant(tx, "a", "h", time.Second, exp)
+		tok, _ := state.Grant(tx, "a", "h", "alice", time.Second, exp)
 		lastFence, revoked, err := state.Revoke(tx, "a")
 		if err != nil || lastFence != tok+1 || revoked != tok {
 			t.Fatalf("Revoke=%d, %d, %v; want %d, %d, nil", lastFence, revoked, err, tok+1, tok)
@@ -233,7 +233,7 @@ func TestRevoke(t *testing.T) {
 		if _, err := state.Put(tx, "a", "k", nil, tok, fence.Cond{}); !errors.Is(err, fence.ErrFenced) {
 			t.Fatalf("Put with the revoked token: err=%v, want ErrFenced", err)
 		}
-		if next, _ := state.Grant(tx, "a", "h2", time.Second, exp); next != tok+2 {
+		if next, _ := state.Grant(tx, "a", "h2", "", time.Second, exp); next != tok+2 {
 			t.Fatalf("Grant after Revoke=%d, want %d", next, tok+2)
 		}
 	})
@@ -383,7 +383,7 @@ func TestTxn_RaisesFences(t *testing.T) {
 func TestRefreshEnd(t *testing.T) {
 	exp := time.Unix(1_900_000_000, 5)
 	tx := newTx()
-	tx.resources["a"] = state.Resource{LastToken: 4, LastFence: 4, LeaseToken: 4, Holder: "h", TTL: time.Second, Expires: 1}
+	tx.resources["a"] = state.Resource{LastToken: 4, LastFence: 4, LeaseToken: 4, Holder: "h", Owner: "alice", TTL: time.Second, Expires: 1}
 	before := tx.clone()
 	for _, tok := range []fence.Token{0, 3, 5} {
 		if _, err := state.Refresh(tx, "a", tok, time.Minute, exp); !errors.Is(err, fence.ErrLeaseLost) {
@@ -397,8 +397,8 @@ func TestRefreshEnd(t *testing.T) {
 	if f, err := state.Refresh(tx, "a", 4, time.Minute, exp); err != nil || f != 4 {
 		t.Fatalf("Refresh=%d, %v; want 4, nil", f, err)
 	}
-	if l, ok := tx.resources["a"].Lease("a"); !ok || l.TTL != time.Minute || l.Expires.UnixNano() != exp.UnixNano() || l.Holder != "h" || l.Token != 4 {
-		t.Fatalf("Lease=%+v, %v; want token 4 held by h for 1m until %v", l, ok, exp)
+	if l, ok := tx.resources["a"].Lease("a"); !ok || l.TTL != time.Minute || l.Expires.UnixNano() != exp.UnixNano() || l.Holder != "h" || l.Owner != "alice" || l.Token != 4 {
+		t.Fatalf("Lease=%+v, %v; want token 4 held by h (owner alice) for 1m until %v", l, ok, exp)
 	}
 	if _, err := state.End(tx, "a", 4); err != nil {
 		t.Fatalf("End: %v", err)
@@ -406,8 +406,8 @@ func TestRefreshEnd(t *testing.T) {
 	if l, ok := tx.resources["a"].Lease("a"); ok {
 		t.Fatalf("Lease after End=%+v, want none", l)
 	}
-	if r := tx.resources["a"]; r.LastToken != 4 || r.LastFence != 4 {
-		t.Fatalf("after End: %+v, want LastToken and LastFence 4", r)
+	if r := tx.resources["a"]; r != (state.Resource{LastToken: 4, LastFence: 4}) {
+		t.Fatalf("after End: %+v, want LastToken and LastFence 4 and no lease (no holder, no owner)", r)
 	}
 	// With no lease recorded, token 0 does not match the empty lease.
 	if _, err := state.Refresh(tx, "a", 0, time.Minute, exp); !errors.Is(err, fence.ErrLeaseLost) {
@@ -419,20 +419,20 @@ func TestHandoff(t *testing.T) {
 	exp := time.Unix(1_900_000_000, 5)
 	t.Run("OK", func(t *testing.T) {
 		tx := newTx()
-		old, _ := state.Grant(tx, "a", "h1", time.Second, exp)
-		next, lastFence, err := state.Handoff(tx, "a", old, "h2", time.Minute, exp.Add(time.Hour))
+		old, _ := state.Grant(tx, "a", "h1", "alice", time.Second, exp)
+		next, lastFence, err := state.Handoff(tx, "a", old, "h2", "bob", time.Minute, exp.Add(time.Hour))
 		if err != nil || next != old+1 || lastFence != next {
 			t.Fatalf("Handoff=%d, %d, %v; want %d, %d, nil", next, lastFence, err, old+1, old+1)
 		}
-		want := state.Resource{LastToken: next, LastFence: next, LeaseToken: next, Holder: "h2", TTL: time.Minute, Expires: exp.Add(time.Hour).UnixNano()}
+		want := state.Resource{LastToken: next, LastFence: next, LeaseToken: next, Holder: "h2", Owner: "bob", TTL: time.Minute, Expires: exp.Add(time.Hour).UnixNano()}
 		if got := tx.resources["a"]; got != want {
 			t.Fatalf("Resource=%+v, want %+v", got, want)
 		}
 		// The same state as End and then Grant.
 		two := newTx()
-		state.Grant(two, "a", "h1", time.Second, exp)
+		state.Grant(two, "a", "h1", "alice", time.Second, exp)
 		state.End(two, "a", old)
-		state.Grant(two, "a", "h2", time.Minute, exp.Add(time.Hour))
+		state.Grant(two, "a", "h2", "bob", time.Minute, exp.Add(time.Hour))
 		if got := two.resources["a"]; got != want {
 			t.Fatalf("End+Grant: Resource=%+v, want %+v", got, want)
 		}
@@ -451,7 +451,7 @@ func TestHandoff(t *testing.T) {
 	t.Run("FenceNeverDown", func(t *testing.T) {
 		tx := newTx()
 		tx.resources["a"] = state.Resource{LastToken: 2, LastFence: 9, LeaseToken: 2, Holder: "h"}
-		if next, lastFence, err := state.Handoff(tx, "a", 2, "h2", time.Second, exp); err != nil || next != 3 || lastFence != 9 {
+		if next, lastFence, err := state.Handoff(tx, "a", 2, "h2", "", time.Second, exp); err != nil || next != 3 || lastFence != 9 {
 			t.Fatalf("Handoff=%d, %d, %v; want 3, 9, nil", next, lastFence, err)
 		}
 	})
@@ -459,7 +459,7 @@ func TestHandoff(t *testing.T) {
 	// A stale or unknown token changes nothing: not the lease, not the tokens.
 	t.Run("ErrLeaseLost", func(t *testing.T) {
 		tx := newTx()
-		tx.resources["a"] = state.Resource{LastToken: 4, LastFence: 4, LeaseToken: 4, Holder: "h", TTL: time.Second, Expires: 1}
+		tx.resources["a"] = state.Resource{LastToken: 4, LastFence: 4, LeaseToken: 4, Holder: "h", Owner: "alice", TTL: time.Second, Expires: 1}
 		tx.resources["free"] = state.Resource{LastToken: 4, LastFence: 4}
 		before := tx.clone()
 		for _, c := range []struct {
@@ -467,7 +467,7 @@ func TestHandoff(t *testing.T) {
 			token    fence.Token
 			current  fence.Token
 		}{{"a", 3, 4}, {"a", 5, 4}, {"a", 0, 4}, {"free", 4, 0}, {"free", 0, 0}, {"never", 1, 0}} {
-			_, _, err := state.Handoff(tx, c.resource, c.token, "h2", time.Second, exp)
+			_, _, err := state.Handoff(tx, c.resource, c.token, "h2", "bob", time.Second, exp)
 			var lost *fence.LeaseLostError
 			if !errors.As(err, &lost) || lost.Resource != c.resource || lost.Presented != c.token || lost.Current != c.current {
 				t.Fatalf("Handoff(%q, %d): err=%v, want LeaseLostError{Presented: %d, Current: %d}", c.resource, c.token, err, c.token, c.current)
@@ -482,9 +482,9 @@ func TestHandoff(t *testing.T) {
 	// With no token left, the old lease stays recorded.
 	t.Run("ErrTokensExhausted", func(t *testing.T) {
 		tx := newTx()
-		tx.resources["a"] = state.Resource{LastToken: fence.MaxToken, LastFence: fence.MaxToken, LeaseToken: fence.MaxToken, Holder: "h"}
+		tx.resources["a"] = state.Resource{LastToken: fence.MaxToken, LastFence: fence.MaxToken, LeaseToken: fence.MaxToken, Holder: "h", Owner: "alice"}
 		before := tx.clone()
-		if _, _, err := state.Handoff(tx, "a", fence.MaxToken, "h2", time.Second, exp); !errors.Is(err, state.ErrTokensExhausted) {
+		if _, _, err := state.Handoff(tx, "a", fence.MaxToken, "h2", "bob", time.Second, exp); !errors.Is(err, state.ErrTokensExhausted) {
 			t.Fatalf("Handoff: err=%v, want ErrTokensExhausted", err)
 		}
 		tx.same(t, before)
@@ -521,7 +521,7 @@ func TestRevisionsExhausted(t *testing.T) {
 	if err := state.BumpRev(tx, 1); !errors.Is(err, state.ErrRevisionsExhausted) {
 		t.Fatalf("BumpRev past MaxRev: %v, want ErrRevisionsExhausted", err)
 	}
-	token, err := state.Grant(tx, "r", "h", time.Second, time.Now().Add(time.Second))
+	token, err := state.Grant(tx, "r", "h", "", time.Second, time.Now().Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,5 +530,18 @@ func TestRevisionsExhausted(t *testing.T) {
 	}
 	if tx.rev != state.MaxRev {
 		t.Fatalf("revision %d after the refusals, want MaxRev", tx.rev)
+	}
+}
+
+// TestBump checks that a bump ends the lease with everything recorded for it,
+// its owner included, and fences every token issued before.
+func TestBump(t *testing.T) {
+	tx := newTx()
+	tx.resources["a"] = state.Resource{LastToken: 4, LastFence: 3, LeaseToken: 4, Holder: "h", Owner: "alice", TTL: time.Second, Expires: 1}
+	if err := state.Bump(tx, "a", 10); err != nil {
+		t.Fatalf("Bump: %v", err)
+	}
+	if got, want := tx.resources["a"], (state.Resource{LastToken: 14, LastFence: 14}); got != want {
+		t.Fatalf("Resource=%+v, want %+v (no lease, no owner)", got, want)
 	}
 }

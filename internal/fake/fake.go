@@ -5,6 +5,7 @@ package fake
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -19,7 +20,9 @@ var Now = time.Date(2025, 1, 2, 3, 4, 5, 600_000_000, time.FixedZone("X", 3600))
 
 // Service is a small in-memory fence.Locker and fence.Store for tests:
 // pure logic, no I/O, a clock that stands still. Err, when set, is returned
-// by every method; Panic makes every method panic.
+// by every method; Panic makes every method panic. Leases belong to
+// fence.OwnerOf the acquire's ctx, as in lock.Service: another owner's
+// same-holder acquire, renew or release gets fence.ErrForbidden.
 type Service struct {
 	mu        sync.Mutex
 	lastToken map[string]fence.Token
@@ -106,13 +109,18 @@ func (f *Service) Expire(resource string) {
 	delete(f.leases, resource)
 }
 
+// Acquire implements fence.Locker; it never queues.
 func (f *Service) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Acquire"); err != nil {
 		return fence.Lease{}, err
 	}
+	owner := fence.OwnerOf(ctx)
 	if l, ok := f.leases[resource]; ok {
+		if l.Holder == holder && !owns(l, owner) {
+			return fence.Lease{}, errForbidden
+		}
 		if l.Holder != holder {
 			if wait > 0 {
 				// Nobody releases a fake lock while we wait: wait for the
@@ -136,26 +144,37 @@ func (f *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 	f.lastToken[resource]++
 	t := f.lastToken[resource]
 	f.lastFence[resource] = t
-	l := fence.Lease{Resource: resource, Holder: holder, Token: t, TTL: ttl, Expires: Now.Add(ttl)}
+	l := fence.Lease{Resource: resource, Holder: holder, Owner: owner, Token: t, TTL: ttl, Expires: Now.Add(ttl)}
 	f.leases[resource] = l
 	return l, nil
 }
 
-func (f *Service) lease(resource string, t fence.Token) (fence.Lease, error) {
+// errForbidden is the fake's answer to a call on another owner's lease.
+var errForbidden = fmt.Errorf("%w: the lease belongs to another principal", fence.ErrForbidden)
+
+// owns reports whether owner may act on l: l has no owner, or it is owner.
+func owns(l fence.Lease, owner string) bool { return l.Owner == "" || l.Owner == owner }
+
+// lease returns resource's lease if its token is t and owner may act on it.
+func (f *Service) lease(ctx context.Context, resource string, t fence.Token) (fence.Lease, error) {
 	l, ok := f.leases[resource]
 	if !ok || l.Token != t {
 		return l, &fence.LeaseLostError{Resource: resource, Presented: t, Current: l.Token}
 	}
+	if !owns(l, fence.OwnerOf(ctx)) {
+		return l, errForbidden
+	}
 	return l, nil
 }
 
+// Renew implements fence.Locker.
 func (f *Service) Renew(ctx context.Context, resource string, t fence.Token, ttl time.Duration) (fence.Lease, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Renew"); err != nil {
 		return fence.Lease{}, err
 	}
-	l, err := f.lease(resource, t)
+	l, err := f.lease(ctx, resource, t)
 	if err != nil {
 		return fence.Lease{}, err
 	}
@@ -167,13 +186,14 @@ func (f *Service) Renew(ctx context.Context, resource string, t fence.Token, ttl
 	return l, nil
 }
 
+// Release implements fence.Locker.
 func (f *Service) Release(ctx context.Context, resource string, t fence.Token) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Release"); err != nil {
 		return err
 	}
-	if _, err := f.lease(resource, t); err != nil {
+	if _, err := f.lease(ctx, resource, t); err != nil {
 		return err
 	}
 	delete(f.leases, resource)
