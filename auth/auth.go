@@ -232,10 +232,9 @@ func (r *Reloader) Authenticate(bearer string) (*Principal, bool) {
 	return r.cur.Load().Authenticate(bearer)
 }
 
-// Check authenticates bearer and authorises perm on resource against the
-// current table. It returns an error wrapping fence.ErrUnauthorized for a
-// missing or unknown token and fence.ErrForbidden for a missing grant.
-func (r *Reloader) Check(bearer string, perm Perm, resource string) (*Principal, error) {
+// Identify authenticates bearer against the current table: its principal,
+// or an error wrapping fence.ErrUnauthorized for a missing or unknown token.
+func (r *Reloader) Identify(bearer string) (*Principal, error) {
 	p, ok := r.Authenticate(bearer)
 	if !ok {
 		if bearer == "" {
@@ -243,10 +242,27 @@ func (r *Reloader) Check(bearer string, perm Perm, resource string) (*Principal,
 		}
 		return nil, fmt.Errorf("%w: unknown bearer token", fence.ErrUnauthorized)
 	}
-	if !p.Allowed(perm, resource) {
-		return p, fmt.Errorf("%w: %q has no %s permission on %q", fence.ErrForbidden, p.Name, perm, resource)
-	}
 	return p, nil
+}
+
+// Check authenticates bearer and authorises perm on resource against the
+// current table. It returns an error wrapping fence.ErrUnauthorized for a
+// missing or unknown token and fence.ErrForbidden for a missing grant.
+func (r *Reloader) Check(bearer string, perm Perm, resource string) (*Principal, error) {
+	p, err := r.Identify(bearer)
+	if err != nil {
+		return nil, err
+	}
+	return p, p.authorize(perm, resource)
+}
+
+// authorize returns an error wrapping fence.ErrForbidden unless p may use
+// perm on resource.
+func (p *Principal) authorize(perm Perm, resource string) error {
+	if !p.Allowed(perm, resource) {
+		return fmt.Errorf("%w: %q has no %s permission on %q", fence.ErrForbidden, p.Name, perm, resource)
+	}
+	return nil
 }
 
 // RequestToken returns the token of an Authorization header value:
@@ -291,16 +307,23 @@ func (t *Table) Principal(name string) (*Principal, bool) {
 	return nil, false
 }
 
-// CheckName authorises perm on resource for the principal named name in the
-// current table, as Check does for a bearer token. An unknown name is
-// fence.ErrUnauthorized, a missing grant fence.ErrForbidden.
-func (r *Reloader) CheckName(name string, perm Perm, resource string) (*Principal, error) {
+// IdentifyName returns the principal named name in the current table, or
+// an error wrapping fence.ErrUnauthorized if there is none.
+func (r *Reloader) IdentifyName(name string) (*Principal, error) {
 	p, ok := r.cur.Load().Principal(name)
 	if !ok {
 		return nil, fmt.Errorf("%w: no principal named %q", fence.ErrUnauthorized, name)
 	}
-	if !p.Allowed(perm, resource) {
-		return p, fmt.Errorf("%w: %q has no %s permission on %q", fence.ErrForbidden, p.Name, perm, resource)
-	}
 	return p, nil
+}
+
+// CheckName authorises perm on resource for the principal named name in the
+// current table, as Check does for a bearer token. An unknown name is
+// fence.ErrUnauthorized, a missing grant fence.ErrForbidden.
+func (r *Reloader) CheckName(name string, perm Perm, resource string) (*Principal, error) {
+	p, err := r.IdentifyName(name)
+	if err != nil {
+		return nil, err
+	}
+	return p, p.authorize(perm, resource)
 }

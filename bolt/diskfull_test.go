@@ -4,36 +4,19 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/bolt"
+	"github.com/fence-lock/fence/internal/testserver"
 )
-
-// tinyDisk mounts a small tmpfs in a temp dir, so that writes run out of
-// space. It needs root (CI runs as root); elsewhere the test skips, except
-// under CI, where a skip would hide the path.
-func tinyDisk(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("mount tmpfs: %v: %s", err, out)
-		}
-		t.Skipf("mounting a tmpfs needs root: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
-	return dir
-}
 
 // TestDB_CommitFailure fills the disk: the commit that fails is answered with
 // an error (never as a rejection), the store refuses every change after it
 // and fails Check, and reopened, it holds every write acknowledged before.
 func TestDB_CommitFailure(t *testing.T) {
-	dir := tinyDisk(t, "2m")
+	dir := testserver.TinyDisk(t, "2m")
 	db, err := bolt.Open(dir)
 	if err != nil {
 		t.Fatal(err)

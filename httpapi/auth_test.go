@@ -13,27 +13,40 @@ import (
 	"github.com/fence-lock/fence/client"
 )
 
-// testAuth is a small token table: token → "perm:prefix" grants.
-func testAuth(table map[string][]string) func(r *http.Request, perm, resource string) error {
-	return func(r *http.Request, perm, resource string) error {
+// testCaller is a caller of testAuth's table, named by its token.
+type testCaller struct {
+	name   string
+	grants []string // "perm:prefix"
+}
+
+func (c testCaller) Name() string { return c.name }
+
+func (c testCaller) Allowed(perm, resource string) bool {
+	for _, g := range c.grants {
+		p, prefix, _ := strings.Cut(g, ":")
+		if p == perm && (prefix == "*" || resource != "" && strings.HasPrefix(resource, prefix)) {
+			return true
+		}
+	}
+	return false
+}
+
+// testAuth authenticates against a small token table: token → "perm:prefix"
+// grants; the caller is named as its token.
+func testAuth(table map[string][]string) func(r *http.Request) (Caller, error) {
+	return func(r *http.Request) (Caller, error) {
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		grants, known := table[tok]
 		if !ok || !known {
-			return fmt.Errorf("%w: bad token", fence.ErrUnauthorized)
+			return nil, fmt.Errorf("%w: bad token", fence.ErrUnauthorized)
 		}
-		for _, g := range grants {
-			p, prefix, _ := strings.Cut(g, ":")
-			if p == perm && (prefix == "*" || strings.HasPrefix(resource, prefix)) {
-				return nil
-			}
-		}
-		return fmt.Errorf("%w: no %s on %q", fence.ErrForbidden, perm, resource)
+		return testCaller{tok, grants}, nil
 	}
 }
 
 func newAuthEnv(t *testing.T, protectMetrics bool) *env {
 	e := newEnv(t)
-	e.srv.Auth = testAuth(map[string][]string{
+	e.srv.Authenticate = testAuth(map[string][]string{
 		"orders": {"lock:orders", "write:orders", "read:*"},
 		"reader": {"read:*"},
 		"admin":  {"admin:*"},

@@ -77,7 +77,7 @@ func (s *Server) keys(c *call, _ match) error {
 func (s *Server) ready(c *call, _ match) error {
 	if s.Ready != nil {
 		if err := s.Ready(); err != nil {
-			return fmt.Errorf("%w: %w", wire.ErrNotReady, err)
+			return fmt.Errorf("%w: %v", wire.ErrNotReady, err) // not_ready, whatever the cause
 		}
 	}
 	c.writeJSON(wire.Health{Status: "ok"})
@@ -140,7 +140,7 @@ func (s *Server) listLocks(c *call, _ match) error {
 		}
 		for _, l := range locks {
 			after = l.Resource
-			if s.Auth != nil && s.Auth(c.r, permRead, l.Resource) != nil {
+			if c.allowed(permRead, l.Resource) != nil {
 				continue
 			}
 			resp.Locks = append(resp.Locks, wire.ListedLock{Resource: l.Resource, Holder: l.Holder, Token: l.Token,
@@ -176,7 +176,7 @@ func (s *Server) acquire(c *call, m match) error {
 	}
 	// The request's context ends when the client goes away, which takes a
 	// waiting acquire out of the queue.
-	l, err := s.locker.Acquire(c.r.Context(), c.resource, req.Holder, req.TTL, req.Wait)
+	l, err := s.locker.Acquire(c.ownerContext(), c.resource, req.Holder, req.TTL, req.Wait)
 	if err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func (s *Server) renew(c *call, m match) error {
 	if err != nil {
 		return err
 	}
-	l, err := s.locker.Renew(c.r.Context(), c.resource, req.Token, req.TTL)
+	l, err := s.locker.Renew(c.ownerContext(), c.resource, req.Token, req.TTL)
 	if err != nil {
 		return err
 	}
@@ -219,7 +219,7 @@ func (s *Server) release(c *call, m match) error {
 	if err != nil {
 		return err
 	}
-	if err := s.locker.Release(c.r.Context(), c.resource, t); err != nil {
+	if err := s.locker.Release(c.ownerContext(), c.resource, t); err != nil {
 		return err
 	}
 	c.writeJSON(wire.ReleaseResponse{Resource: c.resource, Released: true})

@@ -51,14 +51,14 @@ var (
 )
 
 // Metrics returns the HTTP API's Prometheus metrics (the request,
-// rejection and rate-limit metrics fence_http_*, fence_storage_writes_total,
+// rejection, rejection-log and rate-limit metrics fence_http_*, fence_storage_writes_total,
 // fence_storage_rejections_total, fence_watch_*; fence serve's connection
 // metrics are its own),
 // shared by every Server of the process. The package registers them
 // nowhere: register them in the registry that Server.Gatherer serves.
 func Metrics() []prometheus.Collector {
 	return []prometheus.Collector{storageWrites, storageRejections, httpRejections, requestDuration, rateLimitedTotal,
-		watchStreams, watchCutoffs, watchEvents}
+		watchStreams, watchCutoffs, watchEvents, rejectionLogSuppressed}
 }
 
 func init() {

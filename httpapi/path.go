@@ -36,13 +36,13 @@ type method struct {
 type access int
 
 const (
-	onResource    access = iota // Auth(perm, the resource)
-	anyValid                    // Auth(perm, ""), where only a 401 counts: the handler filters or checks per resource
+	onResource    access = iota // a caller with perm on the resource
+	anyValid                    // any authenticated caller: the handler filters or checks per resource
 	open                        // no credentials needed
-	metricsAccess               // Auth(admin, "") if Server.ProtectMetrics, else open
+	metricsAccess               // a caller with admin on every resource if Server.ProtectMetrics, else open
 )
 
-// Permissions that Server.Auth is called with.
+// Permissions that Caller.Allowed is asked for.
 const (
 	permLock  = "lock"
 	permWrite = "write"

@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"crypto/sha256"
-	"fmt"
 	"net"
-	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -16,12 +14,21 @@ import (
 // drops it; a dropped client starts again with a full burst.
 const limiterIdle = 5 * time.Minute
 
+// maxLimiters bounds the clients tracked at once (about 200 bytes each).
+// Past it, a sweep drops the idle ones; if none is idle, the clients not
+// yet tracked share one bucket, so that a flood of new clients can neither
+// grow the table nor escape the limit.
+const maxLimiters = 1 << 16
+
 // limiters holds one token bucket per client, dropping those idle for
-// limiterIdle in sweeps made lazily, at most once per limiterIdle.
+// limiterIdle in sweeps made lazily, at most once per limiterIdle or when
+// the table is full.
 type limiters struct {
 	mu        sync.Mutex
 	clients   map[string]*bucket
+	overflow  *bucket // shared by the clients not tracked while the table is full
 	lastSweep time.Time
+	max       int // maxLimiters; tests lower it
 }
 
 type bucket struct {
@@ -37,19 +44,24 @@ func (ls *limiters) allow(key string, limit rate.Limit, burst int, now time.Time
 	if ls.clients == nil {
 		ls.clients = make(map[string]*bucket)
 		ls.lastSweep = now
-	}
-	if now.Sub(ls.lastSweep) >= limiterIdle {
-		for k, c := range ls.clients {
-			if now.Sub(c.used) >= limiterIdle {
-				delete(ls.clients, k)
-			}
+		if ls.max == 0 {
+			ls.max = maxLimiters
 		}
-		ls.lastSweep = now
 	}
 	c := ls.clients[key]
 	if c == nil {
-		c = &bucket{lim: rate.NewLimiter(limit, max(burst, 1))}
-		ls.clients[key] = c
+		if now.Sub(ls.lastSweep) >= limiterIdle || len(ls.clients) >= ls.max {
+			ls.sweep(now)
+		}
+		if len(ls.clients) < ls.max {
+			c = &bucket{lim: rate.NewLimiter(limit, max(burst, 1))}
+			ls.clients[key] = c
+		} else {
+			if ls.overflow == nil {
+				ls.overflow = &bucket{lim: rate.NewLimiter(limit, max(burst, 1))}
+			}
+			c = ls.overflow
+		}
 	}
 	c.used = now
 	r := c.lim.ReserveN(now, 1)
@@ -63,6 +75,16 @@ func (ls *limiters) allow(key string, limit rate.Limit, burst int, now time.Time
 	return true, 0
 }
 
+// sweep drops the clients idle for limiterIdle.
+func (ls *limiters) sweep(now time.Time) {
+	for k, c := range ls.clients {
+		if now.Sub(c.used) >= limiterIdle {
+			delete(ls.clients, k)
+		}
+	}
+	ls.lastSweep = now
+}
+
 // len returns the number of clients tracked, for tests.
 func (ls *limiters) len() int {
 	ls.mu.Lock()
@@ -70,27 +92,43 @@ func (ls *limiters) len() int {
 	return len(ls.clients)
 }
 
-// clientKey identifies the client of r for rate limiting: a hash of its
-// Authorization header if it has one (so one principal is one client, from
-// any address), else its remote IP.
-func clientKey(r *http.Request) string {
-	if a := r.Header.Get("Authorization"); a != "" {
-		sum := sha256.Sum256([]byte(a))
-		return fmt.Sprintf("auth:%x", sum[:16])
+// clientKey identifies the client of c for rate limiting: its caller's name
+// once authenticated (one principal is one client, from any address), else
+// its source address. Nothing the client sends unauthenticated makes it
+// another client.
+func clientKey(c *call) string {
+	if c.caller != nil {
+		return "caller:" + c.caller.Name()
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	return "ip:" + host
+	return "addr:" + addrKey(c.r.RemoteAddr)
 }
 
-// rateLimit checks r against its client's limiter, if s.RateLimit is set.
-func (s *Server) rateLimit(r *http.Request, now time.Time) error {
+// addrKey returns the network a remote address counts as: the IPv4
+// address, or the /64 of an IPv6 address (which one host is commonly given
+// whole, so that it cannot be one client per address).
+func addrKey(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap().WithZone("")
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
+}
+
+// rateLimit checks c against its client's limiter, if s.RateLimit is set.
+func (s *Server) rateLimit(c *call, now time.Time) error {
 	if s.RateLimit <= 0 || s.RateLimit == rate.Inf {
 		return nil
 	}
-	ok, d := s.limiters.allow(clientKey(r), s.RateLimit, s.RateBurst, now)
+	ok, d := s.limiters.allow(clientKey(c), s.RateLimit, s.RateBurst, now)
 	if ok {
 		return nil
 	}

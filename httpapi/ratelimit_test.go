@@ -3,8 +3,10 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -74,17 +76,102 @@ func TestServer_RateLimit(t *testing.T) {
 	if w := do("/v1/keys", "10.0.0.2:1234", ""); w.Code != 200 {
 		t.Fatalf("other IP: %d, want 200", w.Code)
 	}
-	// A bearer token is a client of its own, whatever its address.
+	// With auth, a caller is a client of its own, whatever its address.
+	srv.Authenticate = testAuth(map[string][]string{"alice": {"read:*"}, "bob": {"read:*"}})
 	for i := range 2 {
-		if w := do("/v1/keys", "10.0.0.1:1234", "Bearer alice"); w.Code != 200 {
+		if w := do("/v1/locks/x", "10.0.0.1:1234", "Bearer alice"); w.Code != 200 {
 			t.Fatalf("alice request %d: %d, want 200", i, w.Code)
 		}
 	}
-	if w := do("/v1/keys", "10.0.0.3:1234", "Bearer alice"); w.Code != 429 {
+	if w := do("/v1/locks/x", "10.0.0.3:1234", "Bearer alice"); w.Code != 429 {
 		t.Fatalf("alice from another IP: %d, want 429", w.Code)
 	}
-	if w := do("/v1/keys", "10.0.0.1:1234", "Bearer bob"); w.Code != 200 {
+	if w := do("/v1/locks/x", "10.0.0.1:1234", "Bearer bob"); w.Code != 200 {
 		t.Fatalf("bob: %d, want 200", w.Code)
+	}
+}
+
+// TestServer_RateLimitBadCredentials floods the server with a new bearer
+// token on every request, spelled every way a header can be: requests
+// that fail authentication are charged to their source address, so the
+// flood is rate limited at once and the table of clients does not grow.
+func TestServer_RateLimitBadCredentials(t *testing.T) {
+	fk := fake.New()
+	srv := NewServer(fk, fk)
+	srv.Logger = slog.New(slog.DiscardHandler)
+	srv.RateLimit, srv.RateBurst = 1, 5
+	srv.Authenticate = testAuth(map[string][]string{"alice": {"read:*"}})
+	spellings := []string{"Bearer %d", "bearer %d", "Bearer  %d ", "BEARER\t%d", "Basic %d", "%d"}
+	codes := map[int]int{}
+	start := time.Now()
+	for i := range 20000 {
+		r := httptest.NewRequest("GET", "/v1/locks/x", nil)
+		r.RemoteAddr = "[2001:db8:1:2:" + strconv.FormatInt(int64(i%65536), 16) + "::1]:4000" // one /64
+		r.Header.Set("Authorization", fmt.Sprintf(spellings[i%len(spellings)], i))
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, r)
+		codes[w.Code]++
+	}
+	// The burst, and what the bucket refilled (1/s) while the flood ran.
+	allowed := 5 + int(time.Since(start).Seconds()) + 1
+	if codes[401] > allowed || codes[401]+codes[429] != 20000 {
+		t.Fatalf("answers %v, want at most %d of 401 (the burst and the refill) and 429 for the rest", codes, allowed)
+	}
+	if n := srv.limiters.len(); n != 1 {
+		t.Fatalf("%d clients tracked, want 1 (the /64)", n)
+	}
+	// The address's limit is its own: alice, authenticated, from the same
+	// network, is not held back by it.
+	r := httptest.NewRequest("GET", "/v1/locks/x", nil)
+	r.RemoteAddr = "[2001:db8:1:2::9]:4000"
+	r.Header.Set("Authorization", "Bearer alice")
+	w := httptest.NewRecorder()
+	srv.ServeHTTP(w, r)
+	if w.Code != 200 {
+		t.Fatalf("alice: %d %s, want 200", w.Code, w.Body)
+	}
+}
+
+func TestAddrKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.0.0.1:80":           "10.0.0.1",
+		"[::ffff:10.0.0.1]:80":  "10.0.0.1",
+		"[2001:db8::1]:80":      "2001:db8::/64",
+		"[2001:db8::ffff:1]:80": "2001:db8::/64",
+		"[2001:db8:0:1::1]:80":  "2001:db8:0:1::/64",
+		"[fe80::1%eth0]:80":     "fe80::/64",
+		"not an address":        "not an address",
+		"@":                     "@",
+	} {
+		if got := addrKey(in); got != want {
+			t.Errorf("addrKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestLimiters_Bounded fills the table: past its size, new clients share
+// one bucket, and the table does not grow.
+func TestLimiters_Bounded(t *testing.T) {
+	ls := limiters{max: 4}
+	now := time.Now()
+	for i := range 4 {
+		ls.allow(strconv.Itoa(i), 1, 1, now)
+	}
+	if ok, _ := ls.allow("new-1", 1, 1, now); !ok {
+		t.Fatal("the first client past the table's size: refused, want the shared bucket's token")
+	}
+	if ok, _ := ls.allow("new-2", 1, 1, now); ok {
+		t.Fatal("a second client past the table's size: allowed, want the shared bucket empty")
+	}
+	if n := ls.len(); n != 4 {
+		t.Fatalf("%d clients, want 4", n)
+	}
+	// Once the tracked clients are idle, a sweep makes room.
+	if ok, _ := ls.allow("new-3", 1, 1, now.Add(limiterIdle)); !ok {
+		t.Fatal("after the others went idle: refused, want a bucket of its own")
+	}
+	if n := ls.len(); n != 1 {
+		t.Fatalf("%d clients after the sweep, want 1", n)
 	}
 }
 

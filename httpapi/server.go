@@ -50,11 +50,12 @@ type Server struct {
 	// hold these keys do.
 	Keys []fence.PublicKey
 
-	// Auth, if non-nil, authorises every /v1 request (except GET /v1/keys)
-	// before its handler runs: it is called with the request, the permission
-	// the route needs and the resource it names, and the request fails with
-	// the error it returns, which should wrap fence.ErrUnauthorized (401, no
-	// or unknown credentials) or fence.ErrForbidden (403). The permissions:
+	// Authenticate, if non-nil, turns authorisation on: it says who sent
+	// a request (a Caller), or returns an error wrapping
+	// fence.ErrUnauthorized (401: no or unknown credentials). It is called
+	// once per request of every route that needs credentials, before the
+	// request's body is read; the caller's grants then decide (403
+	// forbidden otherwise):
 	//
 	//	"lock"  POST /v1/locks/{resource}/acquire, renew, release
 	//	"read"  GET/HEAD /v1/locks/{resource}, /v1/kv/..., /v1/fences/{resource};
@@ -63,13 +64,14 @@ type Server struct {
 	//	"write" PUT/DELETE /v1/kv/..., POST /v1/fences/{resource}
 	//	"admin" POST /v1/locks/{resource}/revoke; GET /metrics if ProtectMetrics
 	//
-	// POST /v1/txn is first called with "write" and resource "" (only an
-	// ErrUnauthorized answer counts, so that bad credentials are 401 before
-	// the body is read), then, after decoding, with "write" for every
-	// resource in its fences and ops and "read" for every resource in its
-	// compares. /healthz, /readyz and /v1/keys are always open. Nil, the
-	// default, means no authorisation.
-	Auth func(r *http.Request, perm string, resource string) error
+	// POST /v1/txn needs "write" on every resource of its fences and ops
+	// and "read" on every resource of its compares, checked once the body
+	// is decoded. /healthz, /readyz, /v1/keys and /v1/openapi.json are
+	// always open. A lease belongs to the caller that took it: the Locker
+	// is called with the caller's name as fence.WithOwner, so another
+	// caller's acquire of the same holder, renew or release is forbidden.
+	// Nil, the default, means no authorisation.
+	Authenticate func(r *http.Request) (Caller, error)
 
 	// ProtectMetrics makes GET /metrics need the "admin" permission on
 	// resource "" from Auth (so a grant on "*"). It has no effect if Auth
@@ -79,9 +81,11 @@ type Server struct {
 	// RateLimit, if positive, is the requests per second each client may
 	// send, with bursts of RateBurst (at least 1); a request over it is
 	// answered 429 rate_limited with Retry-After, and counted in
-	// fence_http_rate_limited_total. A client is its Authorization header if
-	// the request has one, else its remote IP. /healthz and /readyz are
-	// exempt. Zero, the default, means no limit. Set it before the server
+	// fence_http_rate_limited_total. A client is its Caller, once
+	// authenticated, else its source address (an IPv4 address or an IPv6
+	// /64): a request that fails authentication counts against its
+	// address. At most 65,536 clients are tracked; past that, new ones
+	// share one bucket. /healthz and /readyz are exempt. Zero, the default, means no limit. Set it before the server
 	// serves.
 	RateLimit rate.Limit
 	RateBurst int
@@ -118,9 +122,10 @@ type Server struct {
 	// nowhere (see Metrics): register them where Gatherer gathers.
 	Gatherer prometheus.Gatherer
 
-	limiters limiters
-	locker   fence.Locker
-	store    fence.Store
+	limiters   limiters
+	logSampler logSampler
+	locker     fence.Locker
+	store      fence.Store
 }
 
 // NewServer returns a Server that answers lock requests with locker and
@@ -146,6 +151,8 @@ type call struct {
 	w     *recorder
 	r     *http.Request
 	route *route // nil if the path matched no route
+
+	caller Caller // who sent the request; nil without Authenticate or before it
 
 	resource  string
 	key       string
@@ -190,13 +197,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.Forward.ServeHTTP(c.w, r)
 		return
 	}
-	if !m.route.exempt {
-		if err := s.rateLimit(r, start); err != nil {
-			c.fail(err)
-			return
-		}
-	}
-	if err := s.authorize(c, m); err != nil {
+	if err := s.admit(c, m, start); err != nil {
 		c.fail(err)
 		return
 	}
@@ -205,52 +206,101 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// authorize calls s.Auth, if set, as the method of m's route says.
-func (s *Server) authorize(c *call, m match) error {
-	if s.Auth == nil {
-		return nil
-	}
-	how := m.route.by[c.r.Method]
-	switch how.access {
-	case open:
-		return nil
-	case metricsAccess:
-		if !s.ProtectMetrics {
-			return nil
-		}
-		return s.Auth(c.r, permAdmin, "")
-	case anyValid:
-		if err := s.Auth(c.r, how.perm, ""); errors.Is(err, fence.ErrUnauthorized) {
-			return err
-		}
-		return nil
-	}
-	// A resource that does not decode is checked as sent; the handler then
-	// answers bad_request to those allowed to see it.
-	resource, err := url.PathUnescape(m.resource)
-	if err != nil {
-		resource = m.resource
-	}
-	return s.Auth(c.r, how.perm, resource)
+// Caller is the authenticated sender of a request, as
+// Server.Authenticate finds it.
+type Caller interface {
+	// Name identifies the caller: the rate limit and the leases of a
+	// caller are its own.
+	Name() string
+	// Allowed reports whether the caller has perm ("lock", "read",
+	// "write" or "admin") on resource; resource "" asks for a grant on
+	// every resource.
+	Allowed(perm, resource string) bool
 }
 
-// authorizeTxn calls s.Auth, if set, for every resource of t.
-func (s *Server) authorizeTxn(c *call, t *fence.Txn) error {
-	if s.Auth == nil {
+// admit authenticates the request, if the route needs it, charges it to its
+// client's rate limit, and authorises it as the method of m's route says. A
+// request that fails authentication is charged to its source address, so
+// that bad credentials are rate limited too.
+func (s *Server) admit(c *call, m match, now time.Time) error {
+	how := m.route.by[c.r.Method]
+	var authErr error
+	if s.Authenticate != nil && (how.access == onResource || how.access == anyValid || how.access == metricsAccess && s.ProtectMetrics) {
+		c.caller, authErr = s.Authenticate(c.r)
+		if authErr == nil && c.caller == nil { // an Authenticate that names nobody lets nobody in
+			authErr = fmt.Errorf("%w: no caller", fence.ErrUnauthorized)
+		}
+		if authErr != nil {
+			c.caller = nil
+		}
+	}
+	if !m.route.exempt {
+		if err := s.rateLimit(c, now); err != nil {
+			return err
+		}
+	}
+	if authErr != nil {
+		return authErr
+	}
+	switch how.access {
+	case onResource:
+		// A resource that does not decode is checked as sent; the handler
+		// then answers bad_request to those allowed to see it.
+		resource, err := url.PathUnescape(m.resource)
+		if err != nil {
+			resource = m.resource
+		}
+		return c.allowed(how.perm, resource)
+	case metricsAccess:
+		if s.ProtectMetrics {
+			return c.allowed(permAdmin, "")
+		}
+	}
+	return nil // open, or anyValid: the handler filters or checks per resource
+}
+
+// allowed returns nil if the request's caller has perm on resource, or if
+// there is no authorisation; else an error wrapping fence.ErrForbidden.
+func (c *call) allowed(perm, resource string) error {
+	if c.s.Authenticate == nil {
 		return nil
 	}
+	if c.caller == nil {
+		return fmt.Errorf("%w: not authenticated", fence.ErrUnauthorized)
+	}
+	if c.caller.Allowed(perm, resource) {
+		return nil
+	}
+	if resource == "" {
+		return fmt.Errorf("%w: %q has no %s permission on every resource (a grant on *)", fence.ErrForbidden, c.caller.Name(), perm)
+	}
+	return fmt.Errorf("%w: %q has no %s permission on %q", fence.ErrForbidden, c.caller.Name(), perm, resource)
+}
+
+// ownerContext returns the request's context with its caller as the owner
+// of the leases it takes, renews and releases.
+func (c *call) ownerContext() context.Context {
+	if c.caller == nil {
+		return c.r.Context()
+	}
+	return fence.WithOwner(c.r.Context(), c.caller.Name())
+}
+
+// authorizeTxn checks that the caller may write every resource of t's
+// fences and ops and read every resource of its compares.
+func (s *Server) authorizeTxn(c *call, t *fence.Txn) error {
 	for _, res := range slices.Sorted(maps.Keys(t.Fences)) {
-		if err := s.Auth(c.r, permWrite, res); err != nil {
+		if err := c.allowed(permWrite, res); err != nil {
 			return err
 		}
 	}
 	for _, op := range t.Then {
-		if err := s.Auth(c.r, permWrite, op.Resource); err != nil {
+		if err := c.allowed(permWrite, op.Resource); err != nil {
 			return err
 		}
 	}
 	for _, cm := range t.If {
-		if err := s.Auth(c.r, permRead, cm.Resource); err != nil {
+		if err := c.allowed(permRead, cm.Resource); err != nil {
 			return err
 		}
 	}
@@ -310,7 +360,8 @@ func (c *call) readBody(limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// fail answers err as a problem, logs the rejection and counts it.
+// fail answers err as a problem, logs the rejection (within its class's
+// budget: see logSampler) and counts it.
 func (c *call) fail(err error) {
 	ctx := c.r.Context()
 	if wire.CodeOf(err).Err == wire.ErrInternal && ctx.Err() != nil {
@@ -349,6 +400,9 @@ func (c *call) fail(err error) {
 	if c.holder != "" {
 		attrs = append(attrs, slog.String(keyHolder, c.holder))
 	}
+	if c.caller != nil {
+		attrs = append(attrs, slog.String("caller", c.caller.Name()))
+	}
 	if presented := fence.Token(tokenOf(p.Presented)); presented != 0 || c.presented != 0 {
 		attrs = append(attrs, slog.Uint64(keyPresented, uint64(cmp.Or(presented, c.presented))))
 	}
@@ -367,7 +421,12 @@ func (c *call) fail(err error) {
 		level = slog.LevelError
 		attrs = append(attrs, slog.String("err", err.Error()))
 	}
-	c.s.logger().LogAttrs(ctx, level, "request rejected", attrs...)
+	if ok, suppressed := c.s.logSampler.allow(logClass(p.Code), time.Now()); ok {
+		if suppressed > 0 {
+			attrs = append(attrs, slog.Int64("suppressed", suppressed))
+		}
+		c.s.logger().LogAttrs(ctx, level, "request rejected", attrs...)
+	}
 
 	httpRejections.WithLabelValues(c.routeLabel(), p.Code).Inc()
 	if c.isStorageWrite() && slices.Contains(rejectionReasons, p.Code) {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -139,10 +140,15 @@ func (s *Server) watch(c *call, _ match) error {
 
 // writeEvent writes e unless the caller may not read its resource.
 func (s *Server) writeEvent(c *call, e watch.Event) error {
-	if e.Resource != "" && s.Auth != nil {
-		if err := s.Auth(c.r, permRead, e.Resource); errors.Is(err, fence.ErrUnauthorized) {
-			return err // the token was revoked (an auth file reload): the stream ends
-		} else if err != nil {
+	if e.Resource != "" && s.Authenticate != nil {
+		// Authenticated again for every event, so that a token revoked
+		// (an auth file reload) ends the stream.
+		caller, err := s.Authenticate(c.r)
+		if err != nil || caller == nil {
+			return cmp.Or(err, fmt.Errorf("%w: no caller", fence.ErrUnauthorized))
+		}
+		c.caller = caller
+		if c.allowed(permRead, e.Resource) != nil {
 			return nil // not this caller's to see
 		}
 	}

@@ -80,7 +80,9 @@ func (db *DB) Close() error {
 	return db.e.close()
 }
 
-// Check reports whether the journal takes changes, for readiness probes.
+// Check reports whether the journal takes changes, for readiness probes:
+// not once it has failed, nor while its last write to the log failed (a
+// full disk).
 func (db *DB) Check() error {
 	if err := db.Err(); err != nil {
 		return err
@@ -117,6 +119,7 @@ type engine struct {
 	snapping bool
 	snapN    uint64 // the number of the last snapshot
 	snapErr  error
+	writeErr error // the failure of the last append, nil if it succeeded
 }
 
 func openEngine(dir string, opts Options) (*engine, error) {
@@ -230,8 +233,13 @@ func (e *engine) Limits() (maxChanges, maxBytes int) {
 
 // Update implements state.Engine: fn runs on an overlay of the state; its
 // changes are appended to the log and synced, then applied. A failed write
-// or sync may have left the record on disk, to be replayed at the next
-// open: its outcome is unknown, and the DB stops taking changes.
+// or sync (a full disk) may have left the record on disk, to be replayed at
+// the next open, so the record is punched out of the log and the log synced:
+// then the change was certainly not applied (an error wrapping
+// state.ErrNotApplied and fence.ErrClosed: 503 unavailable), the journal
+// goes on taking changes, which succeed again once there is space, and
+// Check reports the failure until one does. Only if that fails too is the
+// outcome unknown, and the DB stops taking changes.
 func (e *engine) Update(ctx context.Context, fn func(tx state.Tx) error) error {
 	if e.isClosed() {
 		return fmt.Errorf("%w: %w", state.ErrNotApplied, fence.ErrClosed)
@@ -258,8 +266,14 @@ func (e *engine) Update(ctx context.Context, fn func(tx state.Tx) error) error {
 		}
 	}
 	if e.record, err = e.seg.append(e.record, e.payload); err != nil {
-		return fmt.Errorf("journal: write the log: %w", err)
+		if cerr := e.seg.clear(e.seg.off, int64(len(e.record))); cerr != nil {
+			return fmt.Errorf("journal: write the log: %w (and the partial record could not be removed: %v)", err, cerr)
+		}
+		err = &writeError{err}
+		e.setWriteErr(err)
+		return err
 	}
+	e.setWriteErr(nil)
 	e.mu.Lock()
 	maps.Copy(e.resources, c.Resources)
 	for id, en := range c.Entries {
@@ -370,7 +384,26 @@ func (e *engine) check() error {
 	if e.isClosed() {
 		return fence.ErrClosed
 	}
-	return nil
+	e.bgMu.Lock()
+	defer e.bgMu.Unlock()
+	return e.writeErr
+}
+
+// writeError is a write to the log that failed (a full disk) and was
+// removed from it: the change was certainly not applied.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string {
+	return "writing the log failed, so the change was not applied; changes succeed again once the write does (free space if the disk is full): " + e.err.Error()
+}
+
+func (e *writeError) Unwrap() []error { return []error{e.err, state.ErrNotApplied, fence.ErrClosed} }
+
+// setWriteErr records the failure of the last append, or its success (nil).
+func (e *engine) setWriteErr(err error) {
+	e.bgMu.Lock()
+	e.writeErr = err
+	e.bgMu.Unlock()
 }
 
 func (e *engine) close() error {

@@ -106,6 +106,19 @@ func openSegment(dir string, seq uint64, off int64) (*segment, error) {
 	return &segment{seq: seq, f: f, off: off, size: fi.Size()}, nil
 }
 
+// clear makes sure that nothing of n bytes from off, written by a failed
+// append, is in s: it punches them out and syncs, so that they read as
+// zeros, the end of the log, at the next open. It needs no free space.
+func (s *segment) clear(off, n int64) error {
+	if err := punch(s.f, off, n); err != nil {
+		return fmt.Errorf("punch out %d bytes at %d of %s: %w", n, off, segmentName(s.seq), err)
+	}
+	if err := datasync(s.f); err != nil {
+		return fmt.Errorf("sync %s: %w", segmentName(s.seq), err)
+	}
+	return nil
+}
+
 // fits reports whether a record with a payload of n bytes fits in s.
 func (s *segment) fits(n int) bool { return s.off+recordHeader+int64(n) <= s.size }
 

@@ -10,3 +10,9 @@ import (
 // needed to read it back (fdatasync; the segments are preallocated, so an
 // append changes no size).
 func datasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
+
+// punch deallocates n bytes of f from off, which then read as zeros
+// (FALLOC_FL_PUNCH_HOLE): it needs no free space.
+func punch(f *os.File, off, n int64) error {
+	return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+}

@@ -2,8 +2,15 @@
 
 package journal
 
-import "os"
+import (
+	"errors"
+	"os"
+)
 
 // datasync makes what was written to f durable: fsync, where neither
 // fdatasync nor F_FULLFSYNC is available.
 func datasync(f *os.File) error { return f.Sync() }
+
+// punch would deallocate n bytes of f from off; this system has no
+// portable way to.
+func punch(f *os.File, off, n int64) error { return errors.ErrUnsupported }

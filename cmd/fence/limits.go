@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/http"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
@@ -18,11 +20,16 @@ var (
 	connsQueued = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fence_http_connections_queued_total", Help: "Times accepting a connection waited because --max-conns were open.",
 	})
+	idleClosed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fence_http_idle_connections_closed_total", Help: "Idle keep-alive connections closed to admit new ones because --max-conns were open.",
+	})
 )
 
 // connMetrics are the metrics of the connection cap, which serve registers
 // in the server's registry.
-func connMetrics() []prometheus.Collector { return []prometheus.Collector{openConns, connsQueued} }
+func connMetrics() []prometheus.Collector {
+	return []prometheus.Collector{openConns, connsQueued, idleClosed}
+}
 
 // validateLimits reports a limit flag out of range.
 func (c *serveConfig) validateLimits() error {
@@ -55,22 +62,34 @@ func (c *serveConfig) rateLimit() (rate.Limit, int) {
 }
 
 // limitListener accepts at most n connections open at once: Accept waits
-// while n are open, as golang.org/x/net/netutil.LimitListener does. A slot
-// is freed when its connection is closed.
+// while n are open, as golang.org/x/net/netutil.LimitListener does, and a
+// slot is freed when its connection is closed. While it waits, it closes the
+// connection that has been idle longest between two requests (its
+// server's ConnState hook, trackState, says which are), so that clients
+// that keep connections open and send nothing cannot keep new clients out:
+// a keep-alive connection may be closed while idle at any time, and HTTP
+// clients open another.
 type limitListener struct {
 	net.Listener
 	sem  chan struct{}
 	done chan struct{}
 	once sync.Once
+
+	mu   sync.Mutex
+	idle map[net.Conn]time.Time // connections idle between requests, since when
 }
 
-// limitListen wraps l so that at most n connections are open; n <= 0 means l
-// itself (no limit).
-func limitListen(l net.Listener, n int) net.Listener {
+// idleCheck is how often a waiting Accept looks for an idle connection to
+// close, when none was idle before.
+const idleCheck = 50 * time.Millisecond
+
+// limitListen wraps l so that at most n connections are open; n <= 0 means
+// no limit, and nil.
+func limitListen(l net.Listener, n int) *limitListener {
 	if n <= 0 {
-		return l
+		return nil
 	}
-	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
+	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{}), idle: map[net.Conn]time.Time{}}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -78,10 +97,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	case l.sem <- struct{}{}:
 	default:
 		connsQueued.Inc()
-		select {
-		case l.sem <- struct{}{}:
-		case <-l.done:
-			return nil, net.ErrClosed
+		if err := l.waitSlot(); err != nil {
+			return nil, err
 		}
 	}
 	c, err := l.Listener.Accept()
@@ -91,6 +108,57 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 	openConns.Inc()
 	return &limitConn{Conn: c, release: func() { openConns.Dec(); <-l.sem }}, nil
+}
+
+// waitSlot takes a slot once one is free, closing idle connections to free
+// one meanwhile.
+func (l *limitListener) waitSlot() error {
+	tick := time.NewTicker(idleCheck)
+	defer tick.Stop()
+	for {
+		l.closeIdlest()
+		select {
+		case l.sem <- struct{}{}:
+			return nil
+		case <-l.done:
+			return net.ErrClosed
+		case <-tick.C:
+		}
+	}
+}
+
+// closeIdlest closes the connection idle longest, if one is idle.
+func (l *limitListener) closeIdlest() {
+	l.mu.Lock()
+	var oldest net.Conn
+	var since time.Time
+	for c, t := range l.idle {
+		if oldest == nil || t.Before(since) {
+			oldest, since = c, t
+		}
+	}
+	if oldest != nil {
+		delete(l.idle, oldest) // closed once, however often this runs
+	}
+	l.mu.Unlock()
+	if oldest != nil {
+		idleClosed.Inc()
+		// A TLS connection's Close writes a close_notify alert, which a
+		// client that does not read can hold for seconds: not here.
+		go oldest.Close()
+	}
+}
+
+// trackState is the http.Server's ConnState hook: it records which
+// connections are idle between requests.
+func (l *limitListener) trackState(c net.Conn, s http.ConnState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s == http.StateIdle {
+		l.idle[c] = time.Now()
+	} else {
+		delete(l.idle, c)
+	}
 }
 
 func (l *limitListener) Close() error {

@@ -150,7 +150,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 120*time.Second, "time an idle keep-alive connection stays open")
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", 10*time.Second, "time for requests in flight to finish at shutdown")
 	fs.DurationVar(&cfg.LockDelay, "lock-delay", 0, "after a lease expires (not after a release), nobody gets the lock for this long (at most 60s)")
-	fs.Float64Var(&cfg.RateLimit, "rate-limit", 0, "requests per second each client (bearer token, else IP) may send; over it, 429 rate_limited with Retry-After. 0: no limit")
+	fs.Float64Var(&cfg.RateLimit, "rate-limit", 0, "requests per second each client (its principal once authenticated, else its IP address or IPv6 /64) may send; over it, 429 rate_limited with Retry-After. 0: no limit")
 	fs.IntVar(&cfg.RateBurst, "rate-burst", 0, "burst of --rate-limit; 0: twice the rate, at least 1")
 	fs.IntVar(&cfg.MaxWaiters, "max-waiters", 1000, "acquires that may wait on one resource; more get lock_held at once. 0: no cap")
 	fs.Func("unfenced", "resource `prefix` of best-effort data (a cache fill): a PUT or DELETE there without a Fencing-Token is accepted, unfenced, and logged so; with a token it is checked. Repeatable; FENCE_UNFENCED takes a comma-separated list. Never for ledgers, inventory or bookings", func(v string) error {
@@ -165,7 +165,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flag.FlagSet {
 		}
 		return nil
 	})
-	fs.IntVar(&cfg.MaxConns, "max-conns", 4096, "connections open at once; more wait to be accepted. 0: no cap")
+	fs.IntVar(&cfg.MaxConns, "max-conns", 4096, "connections open at once; past it, the connection idle longest between requests is closed to admit a new one, and new ones wait while none is idle. 0: no cap")
 	fs.StringVar(&cfg.SigningKey, "signing-key", "", "key `file` (from fence keygen) that signs a sequencer for every grant; its public key is served at GET /v1/keys")
 	fs.StringVar(&cfg.AuthFile, "auth-file", "", "`file` of bearer tokens (hashed) and their grants; reloaded on SIGHUP. Without it there is no auth, and --listen must be loopback unless --insecure-listen")
 	fs.BoolVar(&cfg.ProtectMetrics, "protect-metrics", false, "GET /metrics needs a token with admin:* (needs --auth-file)")
@@ -261,16 +261,21 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		if tokens == nil {
 			return
 		}
-		api.Auth = func(r *http.Request, perm, resource string) error {
+		api.Authenticate = func(r *http.Request) (httpapi.Caller, error) {
 			bearer := auth.RequestToken(r.Header.Get("Authorization"))
+			var p *auth.Principal
+			var err error
 			if name := certName(r); bearer == "" && name != "" {
 				// A verified client certificate (--client-ca) stands for
 				// the principal named as its CommonName.
-				_, err := tokens.CheckName(name, auth.Perm(perm), resource)
-				return err
+				p, err = tokens.IdentifyName(name)
+			} else {
+				p, err = tokens.Identify(bearer)
 			}
-			_, err := tokens.Check(bearer, auth.Perm(perm), resource)
-			return err
+			if err != nil {
+				return nil, err
+			}
+			return principalCaller{p}, nil
 		}
 		api.ProtectMetrics = cfg.ProtectMetrics
 	}
@@ -285,8 +290,12 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	ln = limitListen(ln, cfg.MaxConns) // --max-conns
-	ln = wrapTLS(ln, tlsConf)          // HTTPS with --tls-cert
+	limited := limitListen(ln, cfg.MaxConns) // --max-conns
+	if limited != nil {
+		ln = limited
+	}
+	ln = httpapi.ProblemListener(ln) // net/http's own error answers as problems, plain HTTP to HTTPS too
+	ln = wrapTLS(ln, tlsConf)        // HTTPS with --tls-cert
 	defer ln.Close()
 	if cfg.Store != "" {
 		if srvCfg.Advertise, err = cfg.advertise(ln.Addr(), tlsConf != nil); err != nil {
@@ -312,7 +321,10 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ErrorLog:          serverErrorLog(logger), // TLS handshake failures and the like, sampled
+	}
+	if limited != nil {
+		srv.ConnState = limited.trackState // which connections --max-conns may close when full
 	}
 	// Long-polling acquires would hold Shutdown for up to their wait:
 	// draining answers them at once (503), and stops new lock calls.
@@ -358,6 +370,15 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	}
 	logger.Info("fence stopped")
 	return nil
+}
+
+// principalCaller is a principal of the auth file as the API's caller.
+type principalCaller struct{ p *auth.Principal }
+
+func (c principalCaller) Name() string { return c.p.Name }
+
+func (c principalCaller) Allowed(perm, resource string) bool {
+	return c.p.Allowed(auth.Perm(perm), resource)
 }
 
 // reloadOnHUP reloads the auth file on every signal from hup until ctx is

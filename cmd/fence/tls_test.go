@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,23 +100,36 @@ func (p *testPKI) issue(t *testing.T, name, cn string, server bool) (certFile, k
 	return p.write(t, name+".pem", "CERTIFICATE", der), p.write(t, name+"-key.pem", "PRIVATE KEY", kder)
 }
 
-// startServe runs fence serve with args and returns its address.
+// startServe runs fence serve with args, on data of its own, and returns
+// its address.
 func startServe(t *testing.T, args ...string) string {
+	t.Helper()
+	addr, _ := startServeData(t, filepath.Join(t.TempDir(), "data"), args...)
+	return addr
+}
+
+// startServeData runs fence serve with args on the data directory data and
+// returns its address, and a function that stops it (as SIGTERM would) and
+// returns once it has; the test's end stops it too.
+func startServeData(t *testing.T, data string, args ...string) (addr string, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var stderr lockedBuffer
 	done := make(chan error, 1)
-	args = append([]string{"--listen", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data")}, args...)
+	args = append([]string{"--listen", "127.0.0.1:0", "--data", data}, args...)
 	go func() {
 		done <- serve(ctx, args, stdio{in: strings.NewReader(""), out: io.Discard, err: &stderr})
 	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	var addr string
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	for deadline := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		for _, l := range strings.Split(stderr.String(), "\n") {
 			var m map[string]any
@@ -127,7 +141,7 @@ func startServe(t *testing.T, args ...string) string {
 	if addr == "" {
 		t.Fatalf("serve did not start; log:\n%s", stderr.String())
 	}
-	return addr
+	return addr, stop
 }
 
 // tlsClient returns a client of addr built from the client flags in cfg.
