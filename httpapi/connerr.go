@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,6 +13,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/wire"
@@ -19,8 +24,8 @@ import (
 // text/plain: a header over http.Server.MaxHeaderBytes (431), a request
 // line, header or percent-escape it cannot parse (400), an unsupported
 // transfer coding (501) or HTTP version (505), and plain HTTP sent to a TLS
-// port (400). ProblemListener turns those answers into problems, with a
-// code, like every other error of the API.
+// port (400). ProblemListener (ProblemTLSListener for HTTPS) turns those
+// answers into problems, with a code, like every other error of the API.
 //
 // net/http writes each of them in one Write straight onto the connection.
 // A Write of the same bytes from anywhere else (a stored value being sent,
@@ -32,17 +37,11 @@ import (
 // cannedError matches net/http's own error answers over HTTP/1.1.
 var cannedError = regexp.MustCompile(`\AHTTP/1\.1 ([0-9]{3}) [^\r\n]*\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n(?s:(.*))\z`)
 
-// httpToHTTPS is net/http's answer to plain HTTP on a TLS port, written
-// onto the connection under TLS.
-const httpToHTTPS = "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
-
 // ProblemListener returns ln, whose connections answer the errors that
 // net/http sends by itself as problems (application/problem+json with a
 // code): too_large for a header over the limit (status 431), bad_request
-// for the others (400, 501 or 505: their status is kept). Put it under TLS
-// (tls.NewListener(ProblemListener(ln), ...)), so that it also sees the
-// answer to plain HTTP sent to a TLS port. Over TLS, net/http's other
-// error answers stay text/plain: they are encrypted by then.
+// for the others (400, 501 or 505: their status is kept). For HTTPS, use
+// ProblemTLSListener instead.
 func ProblemListener(ln net.Listener) net.Listener { return &problemListener{ln} }
 
 type problemListener struct{ net.Listener }
@@ -55,8 +54,12 @@ func (l *problemListener) Accept() (net.Conn, error) {
 	return &problemConn{Conn: c}, nil
 }
 
-// problemConn rewrites net/http's own error answers as problems.
-type problemConn struct{ net.Conn }
+// problemConn rewrites net/http's own error answers as problems. Over
+// TLS, its Conn is the *tls.Conn, whose state it keeps for ConnContext.
+type problemConn struct {
+	net.Conn
+	tls *tls.ConnectionState // nil on a plain connection
+}
 
 func (c *problemConn) Write(b []byte) (int, error) {
 	if p, ok := problemFor(b); ok && writtenByNetHTTP() {
@@ -74,16 +77,11 @@ func (c *problemConn) Unwrap() net.Conn { return c.Conn }
 // problemFor returns the problem answer that stands for b, if b is one of
 // net/http's own error answers.
 func problemFor(b []byte) ([]byte, bool) {
-	var status int
-	var text string
-	if string(b) == httpToHTTPS {
-		status, text = http.StatusBadRequest, "plain HTTP sent to a port that serves HTTPS: use https://"
-	} else if m := cannedError.FindSubmatch(b); m != nil {
-		status, _ = strconv.Atoi(string(m[1]))
-		text = string(m[2])
-	} else {
+	m := cannedError.FindSubmatch(b)
+	if m == nil {
 		return nil, false
 	}
+	status, _ := strconv.Atoi(string(m[1]))
 	var err error
 	switch status {
 	case http.StatusRequestHeaderFieldsTooLarge:
@@ -91,26 +89,29 @@ func problemFor(b []byte) ([]byte, bool) {
 	case http.StatusBadRequest, http.StatusNotImplemented, http.StatusHTTPVersionNotSupported:
 		// "400 Bad Request: missing required Host header" says "Bad
 		// Request" twice; the reason alone is the detail.
-		_, reason, ok := strings.Cut(text, ": ")
+		_, reason, ok := strings.Cut(string(m[2]), ": ")
 		if !ok {
-			reason = text
+			reason = string(m[2])
 		}
 		err = fmt.Errorf("%w: %s", fence.ErrBadRequest, detailOf(status, reason))
 	default:
 		return nil, false
 	}
+	return problemResponse(status, err), true
+}
+
+// problemResponse returns a whole HTTP/1.1 answer, with status, that is
+// the problem err and closes the connection.
+func problemResponse(status int, err error) []byte {
 	body := wire.NewBody(err)
 	body.Status = status
-	js, mErr := json.Marshal(body)
-	if mErr != nil {
-		return nil, false // cannot happen: strings and numbers
-	}
+	js, _ := json.Marshal(body) // cannot fail: strings and numbers
 	js = append(js, '\n')
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
 		status, http.StatusText(status), wire.ProblemContentType, len(js))
 	out.Write(js)
-	return out.Bytes(), true
+	return out.Bytes()
 }
 
 // detailOf says what net/http's reason means, in the API's terms.
@@ -143,4 +144,155 @@ func writtenByNetHTTP() bool {
 		}
 	}
 	return false
+}
+
+// ProblemTLSListener returns ln serving TLS with config, whose connections
+// answer net/http's own errors as problems, as ProblemListener's do, over
+// HTTP/1.1 and to plain HTTP sent to it (400 bad_request). It makes each
+// TLS handshake itself, off the accept loop, within handshakeTimeout
+// (none if 0): a connection that negotiates HTTP/2 is handed to net/http
+// as its *tls.Conn, so that net/http serves HTTP/2 on it; one that
+// negotiates HTTP/1.1 is wrapped, so that its answers can be rewritten in
+// the clear, and net/http then sees no *tls.Conn: set the http.Server's
+// ConnContext to this package's ConnContext and read the connection's TLS
+// state with TLSState. errorLog, if not nil, is told of handshakes that
+// fail, as net/http would log them.
+func ProblemTLSListener(ln net.Listener, config *tls.Config, handshakeTimeout time.Duration, errorLog func(format string, args ...any)) net.Listener {
+	l := &tlsListener{inner: ln, config: config, timeout: handshakeTimeout, errorLog: errorLog,
+		conns: make(chan net.Conn), errs: make(chan error), ended: make(chan struct{}), done: make(chan struct{})}
+	go l.acceptLoop()
+	return l
+}
+
+// tlsListener is ProblemTLSListener's listener.
+type tlsListener struct {
+	inner    net.Listener
+	config   *tls.Config
+	timeout  time.Duration
+	errorLog func(format string, args ...any)
+	conns    chan net.Conn // handshaken connections
+	errs     chan error    // inner's Accept errors worth retrying
+	ended    chan struct{} // closed when inner failed for good, with err
+	err      error
+	done     chan struct{} // closed by Close
+	once     sync.Once
+}
+
+// acceptLoop accepts connections of the inner listener and shakes their
+// hands, each in a goroutine of its own, until the inner listener fails
+// for good.
+func (l *tlsListener) acceptLoop() {
+	var backoff time.Duration
+	for {
+		raw, err := l.inner.Accept()
+		if err != nil {
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() && !isTemporary(err) {
+				l.err = err // closed, or failed for good: Accept returns err from now on
+				close(l.ended)
+				return
+			}
+			select {
+			case l.errs <- err:
+			case <-l.done:
+				return
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		go l.handshake(raw)
+	}
+}
+
+// isTemporary reports whether err is an accept error worth retrying (too
+// many open files, and the like), as net/http retries them.
+func isTemporary(err error) bool {
+	t, ok := err.(interface{ Temporary() bool })
+	return ok && t.Temporary()
+}
+
+// handshake makes raw's TLS handshake and hands the connection to Accept.
+// Plain HTTP sent instead is answered with a problem.
+func (l *tlsListener) handshake(raw net.Conn) {
+	if l.timeout > 0 {
+		raw.SetDeadline(time.Now().Add(l.timeout))
+	}
+	tc := tls.Server(raw, l.config)
+	if err := tc.Handshake(); err != nil {
+		var re tls.RecordHeaderError
+		if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader) {
+			re.Conn.Write(problemResponse(http.StatusBadRequest,
+				fmt.Errorf("%w: plain HTTP sent to a port that serves HTTPS: use https://", fence.ErrBadRequest)))
+		}
+		if l.errorLog != nil {
+			l.errorLog("http: TLS handshake error from %s: %v", raw.RemoteAddr(), err)
+		}
+		raw.Close()
+		return
+	}
+	raw.SetDeadline(time.Time{})
+	var c net.Conn = tc
+	if st := tc.ConnectionState(); st.NegotiatedProtocol != "h2" {
+		c = &problemConn{Conn: tc, tls: &st}
+	}
+	select {
+	case l.conns <- c:
+	case <-l.done:
+		c.Close()
+	}
+}
+
+// looksLikeHTTP reports whether the first bytes of a connection that
+// should have been a TLS record are plain HTTP (net/http's test).
+func looksLikeHTTP(hdr [5]byte) bool {
+	switch string(hdr[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO":
+		return true
+	}
+	return false
+}
+
+func (l *tlsListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case err := <-l.errs:
+		return nil, err
+	case <-l.ended:
+		return nil, l.err
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *tlsListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.inner.Close()
+}
+
+func (l *tlsListener) Addr() net.Addr { return l.inner.Addr() }
+
+// connTLSKey is the context key of a connection's TLS state.
+type connTLSKey struct{}
+
+// ConnContext is an http.Server's ConnContext for ProblemTLSListener: it
+// keeps the TLS state of a connection that net/http cannot see is TLS, for
+// TLSState.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if pc, ok := c.(*problemConn); ok && pc.tls != nil {
+		return context.WithValue(ctx, connTLSKey{}, pc.tls)
+	}
+	return ctx
+}
+
+// TLSState returns the TLS state of r's connection: r.TLS, or what
+// ConnContext kept; nil on a plain connection.
+func TLSState(r *http.Request) *tls.ConnectionState {
+	if r.TLS != nil {
+		return r.TLS
+	}
+	st, _ := r.Context().Value(connTLSKey{}).(*tls.ConnectionState)
+	return st
 }

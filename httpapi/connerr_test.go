@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -86,25 +87,73 @@ func TestProblemListener(t *testing.T) {
 	}
 }
 
-// TestProblemListener_PlainHTTPToTLS sends plain HTTP to a TLS port.
-func TestProblemListener_PlainHTTPToTLS(t *testing.T) {
-	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	ts.Listener = ProblemListener(ts.Listener)
-	ts.StartTLS()
-	defer ts.Close()
-	resp, body := rawRequest(t, ts.Listener.Addr().String(), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+// startTLS serves h with ProblemTLSListener on a certificate that client
+// trusts, and returns the server's address and the client.
+func startTLS(t *testing.T, h http.Handler) (addr string, client *http.Client) {
+	t.Helper()
+	cert := httptest.NewTLSServer(h) // for its certificate, and a client that trusts it
+	t.Cleanup(cert.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &tls.Config{Certificates: cert.TLS.Certificates, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
+	srv := &http.Server{Handler: h, ConnContext: ConnContext, ErrorLog: log.New(io.Discard, "", 0)}
+	go srv.Serve(ProblemTLSListener(ln, cfg, 5*time.Second, nil))
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String(), cert.Client()
+}
+
+// TestProblemTLSListener serves HTTPS through ProblemTLSListener: HTTP/2
+// and HTTP/1.1 both work and see the connection's TLS state, and what
+// net/http refuses by itself, over TLS or as plain HTTP to the TLS port,
+// is answered as a problem.
+func TestProblemTLSListener(t *testing.T) {
+	addr, client := startTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if TLSState(r) == nil {
+			http.Error(w, "no TLS state", 500)
+			return
+		}
+		io.WriteString(w, r.Proto)
+	}))
+	for _, h2 := range []bool{true, false} {
+		tr := client.Transport.(*http.Transport).Clone()
+		tr.ForceAttemptHTTP2 = h2
+		if !h2 {
+			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+			tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+		}
+		resp, err := (&http.Client{Transport: tr}).Get("https://" + addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := map[bool]string{true: "HTTP/2.0", false: "HTTP/1.1"}[h2]; resp.StatusCode != 200 || string(b) != want {
+			t.Fatalf("HTTP/2 %v: %d %s, want 200 %s with the TLS state", h2, resp.StatusCode, b, want)
+		}
+	}
+
+	// A malformed request over TLS (HTTP/1.1).
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: client.Transport.(*http.Transport).TLSClientConfig.RootCAs, ServerName: "example.com", NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "GET /v1/kv/orders/%zz HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	wantProblem(t, resp, body, 400, "bad_request")
+
+	// Plain HTTP to the TLS port.
+	resp, body = rawRequest(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
 	wantProblem(t, resp, body, 400, "bad_request")
 	if !strings.Contains(string(body), "https://") {
 		t.Fatalf("detail %s does not say to use https://", body)
 	}
-	// TLS itself still works through the listener.
-	c := ts.Client()
-	c.Transport.(*http.Transport).TLSClientConfig.MinVersion = tls.VersionTLS12
-	r, err := c.Get(ts.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Body.Close()
 }
 
 // TestProblemListener_ResponseLeftAlone has a handler send, as its own

@@ -294,8 +294,13 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	if limited != nil {
 		ln = limited
 	}
-	ln = httpapi.ProblemListener(ln) // net/http's own error answers as problems, plain HTTP to HTTPS too
-	ln = wrapTLS(ln, tlsConf)        // HTTPS with --tls-cert
+	// net/http's own error answers as problems; HTTPS with --tls-cert.
+	errorLog := serverErrorLog(logger) // TLS handshake failures and the like, sampled
+	if tlsConf != nil {
+		ln = httpapi.ProblemTLSListener(ln, tlsConf, cfg.ReadHeaderTimeout, errorLog.Printf)
+	} else {
+		ln = httpapi.ProblemListener(ln)
+	}
 	defer ln.Close()
 	if cfg.Store != "" {
 		if srvCfg.Advertise, err = cfg.advertise(ln.Addr(), tlsConf != nil); err != nil {
@@ -321,7 +326,8 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          serverErrorLog(logger), // TLS handshake failures and the like, sampled
+		ErrorLog:          errorLog,
+		ConnContext:       httpapi.ConnContext, // the TLS state of HTTP/1.1 connections, for certName
 	}
 	if limited != nil {
 		srv.ConnState = limited.trackState // which connections --max-conns may close when full

@@ -5,9 +5,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
+
+	"github.com/fence-lock/fence/httpapi"
 )
 
 // validateTLS checks the TLS flags of fence serve.
@@ -61,21 +62,14 @@ func (c *serveConfig) serverTLSConfig() (*tls.Config, error) {
 	return tc, nil
 }
 
-// wrapTLS returns ln serving TLS with tc, ln itself when tc is nil.
-func wrapTLS(ln net.Listener, tc *tls.Config) net.Listener {
-	if tc == nil {
-		return ln
-	}
-	return tls.NewListener(ln, tc)
-}
-
 // certName returns the CommonName of r's verified client certificate, ""
 // when the connection has none (no TLS, or no --client-ca).
 func certName(r *http.Request) string {
-	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+	st := httpapi.TLSState(r)
+	if st == nil || len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
 		return ""
 	}
-	return r.TLS.VerifiedChains[0][0].Subject.CommonName
+	return st.VerifiedChains[0][0].Subject.CommonName
 }
 
 // httpClient returns the HTTP client of the client commands: nil (the
