@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,8 +21,10 @@ import (
 )
 
 const chaosExamples = `  fence chaos --duration 1m                        # embedded server, every fault
-  fence chaos --duration 5m --seed 42 --history run.jsonl -o json
+  fence chaos --duration 10m --fault-every 300ms --seed 42 --history run.jsonl -o json
   fence chaos --addr http://fence.internal:7700 --faults pause,net --duration 10m
+  FENCE_AUTH_TOKEN=... fence chaos --addr https://fence.internal:7700 --cacert ca.pem --faults pause,net
+  FENCE_GUARD=postgres://app@db.internal/app fence chaos --duration 5m   # writes through the guard
   fence chaos --unsafe --duration 30s              # storage without fencing: must find violations
   fence chaos --cluster etcd --duration 2m         # 3 servers on 3 etcd members, every cluster fault
   fence chaos --cluster postgres --faults leader-pause,engine-kill --duration 1m
@@ -28,7 +33,8 @@ const chaosExamples = `  fence chaos --duration 1m                        # embe
 
 const chaosHelp = `Runs client processes that loop acquire -> read -> fenced write(s) derived from
 what they read -> release (some as two-resource transactions) against a fence
-server, while injecting faults on a schedule drawn from --seed:
+server, while injecting faults on a schedule drawn from --seed, after a quiet
+gap of 0.4 to 1.6 times --fault-every (default 1.25s) before each:
   pause  SIGSTOP a client between its acquire and its write for longer than its
          TTL, then SIGCONT: it wakes with a stale token
   kill   kill -9 the embedded server and restart it on the same data
@@ -37,16 +43,37 @@ server, while injecting faults on a schedule drawn from --seed:
 Then it checks the history of every operation: accepted writes never go down
 in token order; no stale token is accepted after a newer one was; tokens
 strictly increase; no acknowledged write is lost; the key-value history is
-linearizable (porcupine). A run fails if the checker finds a violation, or if
+linearizable (porcupine's search, made to need memory linear in a resource's
+history). The history goes to a file as the run goes, and is checked one
+resource at a time, so that a long run needs memory for the largest
+resource's history only. A run fails if the checker finds a violation, or if
 no fault bit (no pause outlasted a TTL and no operation was cut short).
 
 Without --addr, an embedded fence serve runs in a temporary directory, even
 if FENCE_ADDR is set: only --addr on the command line points the run at your
-deployment (through a local proxy); kill is then not available. The first
-line on stderr says which servers the run uses. It writes keys
-k0..k<keys-1> of resources r0..r<resources-1>.
+deployment (through a local proxy); kill is then not available. It may be
+https://, and take a bearer token (--auth-token, or FENCE_AUTH_TOKEN) with
+lock, read and write on the resources, and --cacert, --client-cert and
+--client-key, as the other commands do; without --addr they are errors on
+the command line, and their environment twins are not read. The first line
+on stderr says which servers the run uses. It writes keys
+k0..k<keys-1> of resources r0..r<resources-1>; at --addr, which keeps what
+earlier runs wrote, the keys carry a prefix of the run's own
+(3f2a9c1b/k0 ...), logged at the start.
 --unsafe runs the same workload with the storage on a store that ignores
 fencing tokens: the checker must report violations there.
+
+--guard URL (or FENCE_GUARD) tests fence's PostgreSQL guard instead of
+fence's storage: the clients take their leases from fence (embedded, or
+--addr) and write to that database through the guard with their leases'
+tokens, each write a transaction that checks and raises the fence and then
+writes (a transaction of two resources checks both). The run creates a fence
+table, a data table and a sequence of its own, fence_chaos_<random>_..., and
+drops them at the end; the clients reach the database through a proxy on
+loopback, which net acts on. The checkers judge that history the same way,
+except that a guard raises a fence only when it accepts a write, not when a
+token is granted: a stale holder may write until the newer one has. With
+--unsafe the writes bypass the guard: the checker must report violations.
 
 --cluster etcd|postgres starts a cluster and tests it: the engine (3 etcd
 members, or a PostgreSQL primary with a synchronous standby, from Debian's
@@ -77,20 +104,26 @@ found them every time we tried).
 -o json prints one object: ops, faults (by kind), accepted, fenced,
 violations, lost_acked_writes, pauses_past_ttl, fenced_by_pauses,
 server_restarts, takeovers, checkers, linearizability, seed, duration_s,
-history, cluster, unsafe_epoch, ok.`
+history, cluster, unsafe_epoch, guard, ok. The last line on stderr before
+the report says how long the check took and the peak RSS of the harness and
+checker.`
 
 // chaosCmd is fence chaos.
 func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	var (
 		cfg                      chaos.Config
+		ccfg                     clientConfig // --auth-token and the TLS flags
 		addr, hist, out          string
 		seed                     uint64
 		clients, resources, keys int
 	)
 	var faults faultsFlag
-	fs := newFlagSet("chaos", "fence chaos [--addr URL | --cluster etcd|postgres [--unsafe-epoch]] [--duration D] [--clients N] [--resources M] [--seed S] [--faults KINDS] [--unsafe] [--history FILE] [-o json]\n\n"+chaosHelp, chaosExamples, std.out)
-	fs.Var(cmdLineOnly{&addr}, "addr", "base `URL` of a fence server to test (default: an embedded one; FENCE_ADDR is not read)")
+	fs := newFlagSet("chaos", "fence chaos [--addr URL [--auth-token T] [--cacert F] | --cluster etcd|postgres [--unsafe-epoch]] [--guard POSTGRES-URL] [--duration D] [--fault-every D] [--clients N] [--resources M] [--seed S] [--faults KINDS] [--unsafe] [--history FILE] [-o json]\n\n"+chaosHelp, chaosExamples, std.out)
+	fs.Var(cmdLineOnly{&addr}, "addr", "base `URL` of a fence server to test, http:// or https:// (default: an embedded one; FENCE_ADDR is not read)")
+	addAuthTokenFlag(fs, &ccfg)
+	addTLSClientFlags(fs, &ccfg)
 	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the workload runs")
+	fs.DurationVar(&cfg.FaultEvery, "fault-every", chaos.DefaultFaultEvery, "mean quiet `duration` between the end of a fault and the next; each gap is drawn from 0.4 to 1.6 times it (10ms..1h; 0.4 times it must be under --duration)")
 	fs.IntVar(&clients, "clients", 6, "client processes")
 	fs.IntVar(&resources, "resources", 4, "resources (fewer than clients, so that they contend)")
 	fs.IntVar(&keys, "keys", 2, "keys per resource")
@@ -98,12 +131,13 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	fs.Uint64Var(&seed, "seed", 0, "seed of the fault schedule and the workload (default: random, printed)")
 	fs.Var(&faults, "faults", "fault `kinds` to inject, comma-separated, empty for none: pause, kill, net (default all three); with --cluster pause, net, leader-kill, leader-pause, engine-kill, engine-net (default all six)")
 	fs.IntVar(&cfg.TxnPercent, "txn-percent", 20, "percent of client cycles that are two-resource transactions")
-	fs.DurationVar(&cfg.Think, "think", 25*time.Millisecond, "mean pause between a client's cycles; less load makes a history porcupine can check in minutes")
-	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "storage on a store that does not check fences (the checker must find violations)")
+	fs.DurationVar(&cfg.Think, "think", 25*time.Millisecond, "mean pause between a client's cycles; less load makes a shorter history to check")
+	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "storage on a store that does not check fences; with --guard, writes that bypass the guard (the checker must find violations)")
+	fs.StringVar(&cfg.Guard, "guard", "", "the clients write to the PostgreSQL database at this connection `URL` through fence's guard, with their leases' tokens, instead of to fence's storage (prefer FENCE_GUARD: flags show in ps)")
 	fs.StringVar(&cfg.Cluster, "cluster", "", "start a cluster and test it: `engine` etcd (3 members) or postgres (primary and synchronous standby), with 3 fence servers on it")
 	fs.DurationVar(&cfg.ElectionTTL, "election-ttl", 0, "with --cluster: the servers' --election-ttl (default theirs, 2s); leader-pause outlasts it")
 	fs.BoolVar(&cfg.UnsafeEpoch, "unsafe-epoch", false, "with --cluster: the servers skip the writer-epoch check, and two faults in three are leader-pauses (the checker must find violations)")
-	fs.StringVar(&hist, "history", "", "write the history as JSON lines to `FILE` (and the linearizability HTML next to it on failure; with --cluster, the servers' logs fence1.log ... too, which without --history are kept only on failure)")
+	fs.StringVar(&hist, "history", "", "write the history to `FILE` as JSON lines, as the run goes (and the linearizability HTML next to it on failure; with --cluster, the servers' logs fence1.log ... too); without it, they go to a temporary directory, kept only on failure")
 	addOutputFlag(fs, &out)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -116,6 +150,23 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 		if addr, err = cleanAddr(addr); err != nil {
 			return err
 		}
+		if strings.Contains(addr, ",") {
+			return &usageError{errors.New("chaos: --addr: one server, not a list (with several, use --cluster)")}
+		}
+		if err := chaosClientTLS(&cfg, &ccfg); err != nil {
+			return err
+		}
+	} else {
+		// Without --addr there is nothing to authenticate to: the flags
+		// are an error, their environment twins are not read.
+		for _, name := range []string{"auth-token", "cacert", "client-cert", "client-key"} {
+			if setOnCommandLine(fs, name) {
+				return &usageError{fmt.Errorf("chaos: --%s is for a server at --addr: the embedded server and --cluster have no authentication and no TLS", name)}
+			}
+		}
+	}
+	if cfg.FaultEvery <= 0 { // 0 would be chaos.Config's default
+		return &usageError{fmt.Errorf("chaos: fault-every must be 10ms..1h, not %s", cfg.FaultEvery)}
 	}
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -139,26 +190,33 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 			return a
 		},
 	}))
+	// The history goes to --history, or into the directory that keeps the
+	// evidence if the checker finds violations, removed otherwise; the
+	// visualisation and, with --cluster, the servers' logs go next to it.
+	cfg.History = hist
+	evidence := ""
+	if hist == "" {
+		dir, err := os.MkdirTemp("", "fence-chaos-failed-")
+		if err != nil {
+			return fmt.Errorf("chaos: %w", err)
+		}
+		cfg.History, evidence = filepath.Join(dir, "history.jsonl"), dir
+		defer func() {
+			if evidence != "" {
+				os.RemoveAll(evidence)
+			}
+		}()
+	}
+	if cfg.Cluster != "" {
+		cfg.LogDir = filepath.Dir(cfg.History)
+	}
 	if err := cfg.Validate(); err != nil {
 		return &usageError{err}
 	}
-	// With --cluster, the servers' logs go next to the history; without
-	// --history, into the directory that keeps the evidence if the checker
-	// finds violations, removed otherwise.
-	evidence := ""
-	if cfg.Cluster != "" {
-		if hist != "" {
-			cfg.LogDir = filepath.Dir(hist)
-		} else if dir, err := os.MkdirTemp("", "fence-chaos-failed-"); err == nil {
-			cfg.LogDir, evidence = dir, dir
-			defer func() {
-				if evidence != "" {
-					os.RemoveAll(evidence)
-				}
-			}()
-		}
-	}
 	target := map[bool]string{true: ", UNSAFE storage"}[cfg.Unsafe]
+	if cfg.Guard != "" {
+		target = ", writes through the PostgreSQL guard" + map[bool]string{true: ", UNSAFE: bypassing it"}[cfg.Unsafe]
+	}
 	if cfg.Cluster != "" {
 		target = fmt.Sprintf(", cluster %s (%d fence servers)", cfg.Cluster, chaos.ClusterServers)
 		if cfg.UnsafeEpoch {
@@ -170,34 +228,22 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	} else {
 		fmt.Fprintln(std.err, "fence chaos: "+demoTarget(addr))
 	}
-	fmt.Fprintf(std.err, "fence chaos: %s, %d clients, %d resources, ttl %s, faults %q, seed %d%s\n",
-		cfg.Duration, cfg.Clients, cfg.Resources, cfg.TTL, faults.value, seed, target)
+	fmt.Fprintf(std.err, "fence chaos: %s, %d clients, %d resources, ttl %s, faults %q every %s, seed %d%s\n",
+		cfg.Duration, cfg.Clients, cfg.Resources, cfg.TTL, faults.value, cfg.FaultEvery, seed, target)
 	res, err := chaos.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	htmlDir := ""
-	if hist != "" {
-		if err := res.WriteHistory(hist); err != nil {
-			return err
-		}
-		htmlDir = filepath.Dir(hist)
+	began := time.Now()
+	rep, err := check.CheckFile(res.History, check.Options{HTMLDir: filepath.Dir(res.History), FenceOnWrite: cfg.Guard != ""})
+	if err != nil {
+		return err
 	}
-	rep := check.Check(res.Ops, res.Faults, check.Options{HTMLDir: htmlDir})
+	fmt.Fprintf(std.err, "fence chaos: checked %d operations in %s%s\n", rep.Ops, time.Since(began).Round(time.Millisecond), peakRSS())
 	if hist == "" && rep.Violations() > 0 {
 		// Keep the evidence: the history and its visualisation (and the
 		// servers' logs, with --cluster).
-		dir, err := evidence, error(nil)
-		if dir == "" {
-			dir, err = os.MkdirTemp("", "fence-chaos-failed-")
-		}
-		if err == nil {
-			evidence = "" // kept
-			hist = filepath.Join(dir, "history.jsonl")
-			if res.WriteHistory(hist) == nil {
-				rep = check.Check(res.Ops, res.Faults, check.Options{HTMLDir: dir})
-			}
-		}
+		evidence, hist = "", res.History
 	}
 	summary := chaosSummary(cfg, res, &rep, hist)
 	if out == "json" {
@@ -218,6 +264,56 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	return nil
 }
 
+// chaosClientTLS fills cfg's credentials and TLS settings for a server at
+// --addr from the client flags, as the other client commands read them: the
+// harness's TLS configuration, and the files, made absolute, for its
+// clients.
+func chaosClientTLS(cfg *chaos.Config, c *clientConfig) error {
+	hc, err := c.httpClient()
+	if err != nil {
+		return &usageError{fmt.Errorf("chaos: %w", err)}
+	}
+	if hc != nil {
+		cfg.TLS = hc.Transport.(*http.Transport).TLSClientConfig
+	}
+	cfg.AuthToken = c.AuthToken
+	for _, f := range []struct {
+		dst *string
+		src string
+	}{
+		{&cfg.CACert, c.CACert}, {&cfg.ClientCert, c.ClientCert}, {&cfg.ClientKey, c.ClientKey},
+	} {
+		if f.src == "" {
+			continue
+		}
+		abs, err := filepath.Abs(f.src)
+		if err != nil {
+			return fmt.Errorf("chaos: %w", err)
+		}
+		*f.dst = abs
+	}
+	return nil
+}
+
+// peakRSS returns ", peak RSS N MB": this process's peak resident set size
+// so far (Linux's VmHWM), the harness and the checker; "" where unknown.
+func peakRSS() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return ""
+			}
+			return fmt.Sprintf(", peak RSS %d MB", kb>>10)
+		}
+	}
+	return ""
+}
+
 // chaosReport is the JSON form of a run's report.
 type chaosReport struct {
 	OK              bool                  `json:"ok"`
@@ -232,6 +328,7 @@ type chaosReport struct {
 	ServerRestarts  int                   `json:"server_restarts"`
 	Takeovers       int                   `json:"takeovers"`
 	Cluster         string                `json:"cluster,omitempty"`
+	Guard           bool                  `json:"guard,omitempty"`
 	UnsafeEpoch     bool                  `json:"unsafe_epoch,omitempty"`
 	Accepted        int                   `json:"accepted"`
 	Fenced          int                   `json:"fenced"`
@@ -245,7 +342,7 @@ type chaosReport struct {
 
 func chaosSummary(cfg chaos.Config, res *chaos.Result, rep *check.Report, hist string) chaosReport {
 	s := chaosReport{
-		Unsafe: cfg.Unsafe, Seed: cfg.Seed, DurationS: res.Duration.Seconds(), Ops: len(res.Ops),
+		Unsafe: cfg.Unsafe, Seed: cfg.Seed, DurationS: res.Duration.Seconds(), Ops: res.Ops, Guard: cfg.Guard != "",
 		OpsByOutcome: rep.Counts, Faults: map[string]int{}, PausesPastTTL: res.PausesPastTTL,
 		FencedByPauses: res.FencedByPauses, ServerRestarts: res.ServerRestarts, Takeovers: res.Takeovers,
 		Cluster: cfg.Cluster, UnsafeEpoch: cfg.UnsafeEpoch, Accepted: rep.Accepted,
@@ -267,6 +364,9 @@ func chaosSummary(cfg chaos.Config, res *chaos.Result, rep *check.Report, hist s
 
 func printChaos(w io.Writer, s chaosReport, rep *check.Report) {
 	target := map[bool]string{true: ", UNSAFE storage"}[s.Unsafe]
+	if s.Guard {
+		target = ", through the PostgreSQL guard" + map[bool]string{true: ", UNSAFE: bypassing it"}[s.Unsafe]
+	}
 	if s.Cluster != "" {
 		target = ", cluster " + s.Cluster + map[bool]string{true: ", writer-epoch check OFF"}[s.UnsafeEpoch]
 	}
@@ -342,6 +442,7 @@ func (f *faultsFlag) Set(v string) error {
 // chaosWorkerCmd is one client process of fence chaos (internal).
 func chaosWorkerCmd(ctx context.Context, args []string, std stdio) error {
 	var cfg chaos.WorkerConfig
+	var tlsFiles clientConfig
 	var seed uint64
 	fs := newFlagSet("chaos-worker", "fence chaos-worker (internal: a client process of fence chaos)", "", std.out)
 	fs.IntVar(&cfg.Client, "client", 0, "client index")
@@ -349,17 +450,35 @@ func chaosWorkerCmd(ctx context.Context, args []string, std stdio) error {
 	fs.StringVar(&cfg.StoreAddr, "store-addr", "", "storage URL")
 	fs.IntVar(&cfg.Resources, "resources", 1, "resources")
 	fs.IntVar(&cfg.Keys, "keys", 1, "keys per resource")
+	fs.StringVar(&cfg.KeyPrefix, "key-prefix", "", "prefix of the keys")
 	fs.DurationVar(&cfg.TTL, "ttl", time.Second, "lease TTL")
 	fs.DurationVar(&cfg.Timeout, "timeout", 3*time.Second, "request timeout")
 	fs.IntVar(&cfg.TxnPercent, "txn-percent", 0, "percent of transactions")
 	fs.DurationVar(&cfg.Think, "think", 0, "mean pause between cycles")
 	fs.Uint64Var(&seed, "seed", 0, "seed")
 	fs.Int64Var(&cfg.Start, "start", 0, "run start, Unix ns")
+	fs.StringVar(&cfg.ServerName, "server-name", "", "name the server's certificate is verified for")
+	addTLSClientFlags(fs, &tlsFiles)
+	fs.StringVar(&cfg.GuardAddr, "guard-addr", "", "host:port that reaches the guard's database (the guard's connection string is in "+chaos.GuardEnv+")")
+	fs.StringVar(&cfg.GuardPrefix, "guard-prefix", "", "prefix of the run's tables")
+	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "write without the guard")
 	// No environment twins: fence chaos gives every flag, and the user's
-	// FENCE_* variables are not for its workers.
+	// FENCE_* variables are not for its workers. The secrets come in
+	// variables of their own.
 	if err := parseOnce(fs, args); err != nil {
 		return err
 	}
 	cfg.Seed = seed
+	cfg.AuthToken = os.Getenv(chaos.AuthTokenEnv)
+	if cfg.GuardAddr != "" {
+		cfg.Guard = os.Getenv(chaos.GuardEnv)
+	}
+	hc, err := tlsFiles.httpClient()
+	if err != nil {
+		return &usageError{fmt.Errorf("chaos-worker: %w", err)}
+	}
+	if hc != nil {
+		cfg.TLS = hc.Transport.(*http.Transport).TLSClientConfig
+	}
 	return chaos.RunWorker(ctx, cfg, std.out)
 }

@@ -123,7 +123,7 @@ func (r *run) leaderPause(ctx context.Context) {
 	}
 	start := r.now()
 	r.mu.Lock()
-	seen := len(r.ops) // the ops recorded from now on returned during the pause
+	seen := r.nops // the ops recorded from now on returned during the pause
 	r.mu.Unlock()
 	deadline := time.Now().Add(d)
 	took, newEpoch := -1, uint64(0)
@@ -230,13 +230,14 @@ func (r *run) armWritePoint(ctx context.Context, i int) *heldWrite {
 }
 
 // grantedAbove returns a token above token that resource was granted by an
-// op recorded after the first seen ops; 0 if none.
+// op recorded after the first seen ops; 0 if none (or if it was granted so
+// long ago that it is no longer among the last maxGrantMarks grants).
 func (r *run) grantedAbove(resource string, token uint64, seen int) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, op := range r.ops[seen:] {
-		if op.Kind == history.KindAcquire && op.Outcome == history.OK && op.Resource == resource && op.Token > token {
-			return op.Token
+	for _, g := range r.grants[resource] {
+		if g.n > seen && g.token > token {
+			return g.token
 		}
 	}
 	return 0

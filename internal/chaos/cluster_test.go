@@ -34,7 +34,7 @@ func TestSchedule_SameAsBefore(t *testing.T) {
 			rng, s := newRNG(seed), newSchedule(faults, "")
 			var got []string
 			for range 20 {
-				rng.IntN(1500)
+				faultGap(DefaultFaultEvery, rng)
 				k, ok := s.next(rng)
 				if !ok {
 					t.Fatalf("faults %v: next=false", faults)
@@ -193,15 +193,20 @@ func TestTimings(t *testing.T) {
 
 func TestConfig_Validate(t *testing.T) {
 	base := func() Config {
-		return Config{Binary: "fence", Duration: time.Second, Clients: 3, Resources: 2, TTL: time.Second}
+		return Config{Binary: "fence", History: "h.jsonl", Duration: time.Second, Clients: 3, Resources: 2, TTL: time.Second}
 	}
 	ok := map[string]func(*Config){
-		"Default":        func(c *Config) { c.Faults = DefaultFaults("") },
-		"ClusterEtcd":    func(c *Config) { c.Cluster, c.Faults = ClusterEtcd, DefaultFaults(ClusterEtcd) },
-		"ClusterPG":      func(c *Config) { c.Cluster, c.Faults = ClusterPostgres, []string{FaultEngineKill} },
-		"UnsafeEpoch":    func(c *Config) { c.Cluster, c.UnsafeEpoch = ClusterEtcd, true },
-		"ElectionTTL":    func(c *Config) { c.Cluster, c.ElectionTTL = ClusterEtcd, 3*time.Second },
-		"AddrPauseNet":   func(c *Config) { c.Addr, c.Faults = "http://x:1", []string{FaultPause, FaultNet} },
+		"Default":      func(c *Config) { c.Faults = DefaultFaults("") },
+		"ClusterEtcd":  func(c *Config) { c.Cluster, c.Faults = ClusterEtcd, DefaultFaults(ClusterEtcd) },
+		"ClusterPG":    func(c *Config) { c.Cluster, c.Faults = ClusterPostgres, []string{FaultEngineKill} },
+		"UnsafeEpoch":  func(c *Config) { c.Cluster, c.UnsafeEpoch = ClusterEtcd, true },
+		"ElectionTTL":  func(c *Config) { c.Cluster, c.ElectionTTL = ClusterEtcd, 3*time.Second },
+		"AddrPauseNet": func(c *Config) { c.Addr, c.Faults = "http://x:1", []string{FaultPause, FaultNet} },
+		"AddrHTTPSToken": func(c *Config) {
+			c.Addr, c.AuthToken, c.CACert, c.Faults = "https://x", "t", "ca.pem", []string{FaultPause}
+		},
+		"Guard":          func(c *Config) { c.Guard, c.Faults = "postgres://u:p@127.0.0.1:5432/db", DefaultFaults("") },
+		"GuardUnsafe":    func(c *Config) { c.Guard, c.Unsafe = "host=127.0.0.1 port=5432 dbname=db", true },
 		"ClusterNoFault": func(c *Config) { c.Cluster = ClusterPostgres },
 	}
 	for name, f := range ok {
@@ -229,6 +234,12 @@ func TestConfig_Validate(t *testing.T) {
 		"EngineKillAlone":     {func(c *Config) { c.Faults = []string{FaultEngineKill} }, "needs a cluster"},
 		"EngineNetWithAddr":   {func(c *Config) { c.Addr, c.Faults = "http://x:1", []string{FaultEngineNet} }, "needs a cluster"},
 		"Unknown":             {func(c *Config) { c.Cluster, c.Faults = ClusterEtcd, []string{"leader-nap"} }, "unknown fault"},
+		"NoHistory":           {func(c *Config) { c.History = "" }, "no history file"},
+		"AddrHTTPS":           {func(c *Config) { c.Addr = "ftp://x:1" }, "want http://host:port or https://host:port"},
+		"TokenWithoutAddr":    {func(c *Config) { c.AuthToken = "t" }, "are for a server at --addr"},
+		"TLSWithoutAddr":      {func(c *Config) { c.CACert = "ca.pem" }, "are for a server at --addr"},
+		"GuardInCluster":      {func(c *Config) { c.Cluster, c.Guard = ClusterEtcd, "postgres://127.0.0.1:1/db" }, "--guard takes the leases"},
+		"GuardBadURL":         {func(c *Config) { c.Guard = "postgres://127.0.0.1:1/db?sslmode=nonsense" }, "--guard"},
 	}
 	for name, tc := range bad {
 		t.Run(name, func(t *testing.T) {
@@ -276,5 +287,69 @@ func TestDefaultFaults(t *testing.T) {
 	}
 	if DefaultFaults(ClusterEtcd)[0] != FaultPause {
 		t.Error("DefaultFaults returns a shared slice")
+	}
+}
+
+func TestFaultGap(t *testing.T) {
+	t.Run("SameAsBefore", func(t *testing.T) {
+		// The gap the harness drew before --fault-every: 500 + IntN(1500) ms.
+		a, b := newRNG(7), newRNG(7)
+		for range 100 {
+			if got, want := faultGap(DefaultFaultEvery, a), time.Duration(500+b.IntN(1500))*time.Millisecond; got != want {
+				t.Fatalf("gap %s, want %s", got, want)
+			}
+		}
+	})
+	t.Run("Range", func(t *testing.T) {
+		for _, every := range []time.Duration{10 * time.Millisecond, 300 * time.Millisecond, 5 * time.Second, time.Hour} {
+			rng := newRNG(1)
+			var sum time.Duration
+			const n = 2000
+			for range n {
+				g := faultGap(every, rng)
+				if g < every*2/5 || g >= every*8/5 {
+					t.Fatalf("every %s: gap %s outside [0.4, 1.6) of it", every, g)
+				}
+				sum += g
+			}
+			if mean := sum / n; mean < every*9/10 || mean > every*11/10 {
+				t.Errorf("every %s: mean gap %s", every, mean)
+			}
+		}
+	})
+}
+
+func TestConfig_ValidateFaultEvery(t *testing.T) {
+	base := Config{Binary: "fence", History: "h.jsonl", Duration: time.Minute, Clients: 2, Resources: 1, TTL: time.Second, Faults: []string{FaultNet}}
+	for _, tc := range []struct {
+		every time.Duration
+		want  string // "" valid
+	}{
+		{0, ""}, // the default
+		{10 * time.Millisecond, ""},
+		{time.Minute, ""},
+		{-time.Second, "fault-every must be 10ms..1h, not -1s"},
+		{9 * time.Millisecond, "fault-every must be 10ms..1h, not 9ms"},
+		{2 * time.Hour, "fault-every must be 10ms..1h, not 2h0m0s"},
+		{2 * time.Minute, ""}, // gaps of 48s to 3m12s: a fault may come
+		{150 * time.Second, "fault-every 2m30s: its shortest gap, 1m0s, is not shorter than the duration 1m0s"},
+	} {
+		cfg := base
+		cfg.FaultEvery = tc.every
+		err := cfg.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("FaultEvery %s: %v", tc.every, err)
+		case tc.want == "" && cfg.FaultEvery == 0:
+			t.Errorf("FaultEvery 0: not filled with the default")
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("FaultEvery %s: %v, want %q", tc.every, err, tc.want)
+		}
+	}
+	// No fault, no gap to mind.
+	cfg := base
+	cfg.Faults, cfg.FaultEvery = nil, 150*time.Second
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("no faults, FaultEvery 2m: %v", err)
 	}
 }

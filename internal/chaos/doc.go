@@ -3,6 +3,13 @@
 // a schedule drawn from a seed (SIGSTOP of a client between its acquire and
 // its write, kill -9 and restart of the server, network faults through a
 // proxy), a history of every operation, and the checker's verdict on it.
+// The history goes to a file as the operations arrive (Config.History), for
+// package check to judge in passes: a run holds none of it in memory.
+//
+// The system under test is one fence server, embedded or at Config.Addr
+// (http or https, with a bearer token and client certificates), or with
+// Config.Guard fence's PostgreSQL guard: the clients take their leases from
+// fence and write to a PostgreSQL database through the guard.
 //
 // With Config.Cluster it starts, itself, a cluster to test (internal/testserver's
 // 3-member etcd, or PostgreSQL with a synchronous standby, and three `fence

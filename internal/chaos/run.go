@@ -3,6 +3,7 @@ package chaos
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/client"
@@ -42,10 +45,29 @@ const (
 	FaultEngineNet   = "engine-net"   // net's faults between the fence servers and the engine's nodes, through proxies
 )
 
+// DefaultFaultEvery is the mean quiet gap between two faults, unless
+// Config.FaultEvery says otherwise: each gap is drawn from 0.4 to 1.6 times
+// it, 0.5 to 2 s.
+const DefaultFaultEvery = 1250 * time.Millisecond
+
+// AuthTokenEnv is the environment variable that carries Config.AuthToken to
+// the client processes (not a flag: flags show in ps).
+const AuthTokenEnv = "FENCE_CHAOS_AUTH_TOKEN"
+
+// GuardEnv is the environment variable that carries Config.Guard to the
+// client processes (it may hold a password).
+const GuardEnv = "FENCE_CHAOS_GUARD"
+
 // Config configures a run.
 type Config struct {
-	Binary     string        // the fence binary: clients and the embedded server run it
-	Addr       string        // a running fence server's base URL; "" runs an embedded one
+	Binary string // the fence binary: clients and the embedded server run it
+	// Addr is a running fence server's base URL, http:// or https://; ""
+	// runs an embedded one.
+	Addr string
+	// History is the file the run writes its history to, as JSON lines
+	// (package history), as the operations arrive: the run holds none of
+	// them in memory. Required.
+	History    string
 	Duration   time.Duration // how long the workload runs
 	Clients    int           // client processes
 	Resources  int           // resources
@@ -54,9 +76,36 @@ type Config struct {
 	Seed       uint64        // the fault schedule and the workload derive from it
 	Faults     []string      // kinds to inject: the Fault constants (see DefaultFaults)
 	TxnPercent int           // share of client cycles that are two-resource transactions
-	Think      time.Duration // mean pause between a client's cycles (porcupine's work grows fast with history size)
-	Unsafe     bool          // run the storage on a store that does not check fences
-	Log        *slog.Logger  // progress: one line per fault; nil: none
+	Think      time.Duration // mean pause between a client's cycles (the checker's work grows fast with history size)
+	// FaultEvery is the mean quiet gap between the end of a fault and the
+	// start of the next; each gap is drawn uniformly from 0.4 to 1.6 times
+	// it. 0 means DefaultFaultEvery.
+	FaultEvery time.Duration
+	// Unsafe runs the storage on a store that does not check fences; with
+	// Guard, the clients write to PostgreSQL without the guard.
+	Unsafe bool
+	Log    *slog.Logger // progress: one line per fault; nil: none
+
+	// AuthToken is the bearer token sent to the fence server at Addr by
+	// the clients and the harness; "" sends none.
+	AuthToken string
+	// TLS is the harness's TLS configuration for an https Addr (its final
+	// reads); nil: the system's roots. CACert, ClientCert and ClientKey are
+	// the PEM files the clients load for theirs (the caller builds TLS from
+	// the same files); "" each: none. The clients reach the server through
+	// a proxy on loopback, and verify its certificate for Addr's host.
+	TLS                           *tls.Config
+	CACert, ClientCert, ClientKey string
+
+	// Guard, a PostgreSQL connection string (pgx's: a URL or key=value
+	// pairs), makes the clients write to that database through fence's
+	// PostgreSQL guard (package postgres), with the tokens of the leases
+	// they take from fence, instead of to fence's storage: the run creates
+	// a fence table, a data table and a sequence of its own there, named
+	// fence_chaos_<random>_..., and drops them at the end. The clients
+	// reach the database through a proxy on loopback, which the net fault
+	// acts on. "" (the default): fence's storage.
+	Guard string
 
 	// Cluster, ClusterEtcd or ClusterPostgres, makes the run start that
 	// engine and ClusterServers fence servers on it, all on loopback, and
@@ -90,9 +139,14 @@ func (c *Config) electionTTL() time.Duration {
 
 // Validate checks c and fills defaults.
 func (c *Config) Validate() error {
+	if c.FaultEvery == 0 {
+		c.FaultEvery = DefaultFaultEvery
+	}
 	switch {
 	case c.Binary == "":
 		return errors.New("chaos: no fence binary")
+	case c.History == "":
+		return errors.New("chaos: no history file")
 	case c.Duration <= 0:
 		return fmt.Errorf("chaos: duration must be positive, not %s", c.Duration)
 	case c.Clients < 1 || c.Clients > 64:
@@ -101,8 +155,15 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("chaos: resources must be 1..1000, not %d", c.Resources)
 	case c.TTL < 100*time.Millisecond || c.TTL > time.Minute:
 		return fmt.Errorf("chaos: ttl must be 100ms..1m, not %s", c.TTL)
+	case c.FaultEvery < 10*time.Millisecond || c.FaultEvery > time.Hour:
+		return fmt.Errorf("chaos: fault-every must be 10ms..1h, not %s", c.FaultEvery)
+	case c.FaultEvery*2/5 >= c.Duration && len(c.Faults) > 0:
+		return fmt.Errorf("chaos: fault-every %s: its shortest gap, %s, is not shorter than the duration %s, so no fault would come (--faults '' runs none)", c.FaultEvery, c.FaultEvery*2/5, c.Duration)
 	}
 	if err := c.validateCluster(); err != nil {
+		return err
+	}
+	if err := c.validateTarget(); err != nil {
 		return err
 	}
 	for _, f := range c.Faults {
@@ -150,10 +211,34 @@ func (c *Config) validateCluster() error {
 	return nil
 }
 
-// Result is what a run produced: its history, its faults and what the
-// faults did.
+// validateTarget checks Addr, the credentials and Guard.
+func (c *Config) validateTarget() error {
+	if c.Addr != "" {
+		u, err := url.Parse(c.Addr)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("chaos: --addr %q: want http://host:port or https://host:port", c.Addr)
+		}
+	}
+	remote := c.Addr != ""
+	switch {
+	case !remote && (c.AuthToken != "" || c.TLS != nil || c.CACert != "" || c.ClientCert != "" || c.ClientKey != ""):
+		return errors.New("chaos: --auth-token, --cacert, --client-cert and --client-key are for a server at --addr; the embedded server and --cluster have no authentication and no TLS")
+	case c.Guard != "" && c.Cluster != "":
+		return errors.New("chaos: --guard takes the leases from one fence server (embedded, or --addr), not from --cluster")
+	}
+	if c.Guard != "" {
+		if _, err := pgxpool.ParseConfig(c.Guard); err != nil {
+			return fmt.Errorf("chaos: --guard: %w", err)
+		}
+	}
+	return nil
+}
+
+// Result is what a run produced: where its history is, its faults and what
+// the faults did.
 type Result struct {
-	Ops             []history.Op
+	History         string // Config.History
+	Ops             int    // operations in the history
 	Faults          []history.Fault
 	PausesPastTTL   int // pauses that outlasted the client's TTL
 	FencedByPauses  int // writes fenced because their client had been paused past its TTL
@@ -175,8 +260,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, start: time.Now(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x6368616f73))}
+	r := &run{cfg: cfg, start: time.Now(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x6368616f73)), scheme: "http", grants: make(map[string][]grantMark)}
 	defer r.cleanup()
+	if err := r.openHistory(); err != nil {
+		return nil, err
+	}
 	if err := r.setUp(ctx); err != nil {
 		return nil, err
 	}
@@ -195,8 +283,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		cancel()
 	}
-	r.finalReads()
-	return r.result(), nil
+	if r.guard != nil {
+		r.guard.finalReads(r)
+	} else {
+		r.finalReads()
+	}
+	if err := r.closeHistory(); err != nil {
+		return nil, err
+	}
+	return r.result()
 }
 
 // run is one run's moving parts.
@@ -208,6 +303,8 @@ type run struct {
 	dataDir   string
 	server    *serverProcess // nil with cfg.Addr or cfg.Cluster
 	cl        *cluster       // with cfg.Cluster
+	scheme    string         // of the fence server's URL: http, or https with an https Addr
+	keyPrefix string         // of the keys: "" on a new store, a run's own with Addr (see newKeyPrefix)
 	target    string         // host:port of the fence server
 	storeURL  string         // base URL of the storage, not through a proxy (for final reads)
 	unsafeSrv *http.Server
@@ -215,17 +312,87 @@ type run struct {
 	lockURL   string         // through the proxy
 	storeProx string         // through the proxy
 
-	clients    []*exec.Cmd
-	clientWG   sync.WaitGroup
-	pauseC     chan pausePoint
-	writeC     chan writePoint // write points, for leader-pause
-	mu         sync.Mutex      // guards ops
-	ops        []history.Op
+	guard *guardTarget // with cfg.Guard
+
+	clients  []*exec.Cmd
+	clientWG sync.WaitGroup
+	pauseC   chan pausePoint
+	writeC   chan writePoint // write points, for leader-pause
+
+	histFile *os.File
+	histBuf  *bufio.Writer
+	hist     *history.Writer // to histBuf; safe for concurrent use
+
+	mu         sync.Mutex // guards the fields below
+	histErr    error      // the first error writing the history
+	nops       int        // ops written to the history
+	grants     map[string][]grantMark
 	faults     []history.Fault
 	pauses     []pauseRecord
 	restarts   int
 	takeovers  int
 	netWindows [][2]int64 // of net faults, and of a cluster's faults
+}
+
+// grantMark is an acknowledged grant, the nth op of the history: leader-pause
+// looks for a grant after a point of the run.
+type grantMark struct {
+	n     int
+	token uint64
+}
+
+// maxGrantMarks bounds the grants kept per resource: the last few.
+const maxGrantMarks = 64
+
+// openHistory creates the history file.
+func (r *run) openHistory() error {
+	f, err := os.Create(r.cfg.History)
+	if err != nil {
+		return fmt.Errorf("chaos: history: %w", err)
+	}
+	r.histFile, r.histBuf = f, bufio.NewWriterSize(f, 256<<10)
+	r.hist = history.NewWriter(r.histBuf)
+	return nil
+}
+
+// closeHistory flushes and closes the history file, once nothing writes
+// to it any more.
+func (r *run) closeHistory() error {
+	if r.histFile == nil {
+		return nil
+	}
+	err := r.histBuf.Flush()
+	if cerr := r.histFile.Close(); err == nil {
+		err = cerr
+	}
+	r.histFile = nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		err = r.histErr
+	}
+	if err != nil {
+		return fmt.Errorf("chaos: history %s: %w", r.cfg.History, err)
+	}
+	return nil
+}
+
+// record appends op to the history.
+func (r *run) record(op history.Op) {
+	err := r.hist.WriteOp(op)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil && r.histErr == nil {
+		r.histErr = err
+	}
+	r.nops++
+	if op.Kind == history.KindAcquire && op.Outcome == history.OK {
+		g := append(r.grants[op.Resource], grantMark{r.nops, op.Token})
+		if len(g) > maxGrantMarks {
+			g = slices.Delete(g, 0, len(g)-maxGrantMarks)
+		}
+		r.grants[op.Resource] = g
+	}
 }
 
 type pauseRecord struct {
@@ -252,19 +419,37 @@ func (r *run) setUp(ctx context.Context) error {
 		}
 		r.target = r.server.addr
 	} else {
-		u, err := url.Parse(r.cfg.Addr)
-		if err != nil || u.Scheme != "http" || u.Host == "" {
-			return fmt.Errorf("chaos: --addr %q: want http://host:port", r.cfg.Addr)
+		u, _ := url.Parse(r.cfg.Addr) // checked by Validate
+		r.scheme, r.target = u.Scheme, u.Host
+		if u.Port() == "" {
+			r.target = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
 		}
-		r.target = u.Host
 	}
 	lockProxy, err := proxy.New("127.0.0.1:0", r.target)
 	if err != nil {
 		return err
 	}
 	r.proxies = append(r.proxies, lockProxy)
-	r.lockURL = "http://" + lockProxy.Addr()
-	r.storeURL, r.storeProx = "http://"+r.target, r.lockURL
+	r.lockURL = r.scheme + "://" + lockProxy.Addr()
+	r.storeURL, r.storeProx = r.scheme+"://"+r.target, r.lockURL
+	if r.cfg.Addr != "" {
+		r.keyPrefix = newKeyPrefix(r.cfg)
+		if r.keyPrefix != "" {
+			r.cfg.Log.Info("this run's keys, apart from earlier runs'", "keys", fmt.Sprintf("%sk0..%sk%d", r.keyPrefix, r.keyPrefix, r.cfg.Keys-1))
+		}
+		if err := r.preflight(ctx); err != nil {
+			return err
+		}
+	}
+	if r.cfg.Guard != "" {
+		g, err := setUpGuard(ctx, r.cfg)
+		if err != nil {
+			return err
+		}
+		r.guard = g
+		r.proxies = append(r.proxies, g.proxy)
+		return nil
+	}
 	if r.cfg.Unsafe {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -280,6 +465,54 @@ func (r *run) setUp(ctx context.Context) error {
 		}
 		r.proxies = append(r.proxies, storeProxy)
 		r.storeURL, r.storeProx = "http://"+ln.Addr().String(), "http://"+storeProxy.Addr()
+	}
+	return nil
+}
+
+// newKeyPrefix returns the prefix of the keys a run writes: "" on the store
+// the run starts itself, which is new; on a server at Addr, which keeps
+// what earlier runs wrote (and the checker expects the keys to start
+// absent), the run's own, random: "3f2a9c1b/" makes 3f2a9c1b/k0. Every call
+// returns a new one.
+func newKeyPrefix(cfg Config) string {
+	if cfg.Addr == "" || cfg.Guard != "" {
+		return ""
+	}
+	return fmt.Sprintf("%08x/", rand.Uint32())
+}
+
+// preflight reads a key from the server at Addr, with the run's TLS
+// settings and token, so that a server that cannot be reached or refuses
+// the credentials stops the run before it starts rather than fills its
+// history with failures. With Guard the clients only lock: a token that
+// may not read is fine.
+func (r *run) preflight(ctx context.Context) error {
+	api, err := client.NewAPI(r.storeURL)
+	if err != nil {
+		return fmt.Errorf("chaos: --addr: %w", err)
+	}
+	api.Retries, api.AuthToken = 0, r.cfg.AuthToken
+	api.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	if r.cfg.TLS != nil {
+		api.HTTPClient.Transport = &http.Transport{TLSClientConfig: r.cfg.TLS.Clone()}
+	}
+	need := fmt.Sprintf("the run needs lock, read and write on r0..r%d", r.cfg.Resources-1)
+	if r.cfg.Guard != "" {
+		need = fmt.Sprintf("the run needs lock on r0..r%d", r.cfg.Resources-1)
+	}
+	_, err = api.Get(ctx, "r0", r.keyPrefix+"k0")
+	switch {
+	case err == nil, errors.Is(err, fence.ErrNotFound):
+	case errors.Is(err, fence.ErrForbidden) && r.cfg.Guard != "":
+	case errors.Is(err, fence.ErrForbidden):
+		return fmt.Errorf("chaos: the server at %s: %w (%s)", r.cfg.Addr, err, need)
+	default:
+		return fmt.Errorf("chaos: the server at %s: %w", r.cfg.Addr, err)
+	}
+	// The lock permission, without taking a lock: the release of a lease
+	// that no one holds is refused, and changes nothing.
+	if err := api.Release(ctx, "r0", fence.MaxToken); errors.Is(err, fence.ErrForbidden) {
+		return fmt.Errorf("chaos: the server at %s: %w (%s)", r.cfg.Addr, err, need)
 	}
 	return nil
 }
@@ -304,12 +537,15 @@ func (r *run) startClients() error {
 			lockURL = "http://" + r.proxies[pin(i, len(r.proxies))].Addr()
 			storeURL = lockURL
 		}
-		cmd := exec.Command(r.cfg.Binary, "chaos-worker",
+		args := []string{"chaos-worker",
 			"--client", strconv.Itoa(i), "--lock-addr", lockURL, "--store-addr", storeURL,
 			"--resources", strconv.Itoa(r.cfg.Resources), "--keys", strconv.Itoa(r.cfg.Keys),
 			"--ttl", r.cfg.TTL.String(), "--timeout", timeout.String(), "--txn-percent", strconv.Itoa(r.cfg.TxnPercent),
-			"--think", r.cfg.Think.String(),
-			"--seed", strconv.FormatUint(r.cfg.Seed, 10), "--start", strconv.FormatInt(r.start.UnixNano(), 10))
+			"--think", r.cfg.Think.String(), "--key-prefix", r.keyPrefix,
+			"--seed", strconv.FormatUint(r.cfg.Seed, 10), "--start", strconv.FormatInt(r.start.UnixNano(), 10)}
+		args = append(args, r.workerTargetArgs()...)
+		cmd := exec.Command(r.cfg.Binary, args...)
+		cmd.Env = r.workerEnv()
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			return err
@@ -330,6 +566,40 @@ func (r *run) startClients() error {
 		}()
 	}
 	return nil
+}
+
+// workerTargetArgs returns the flags of chaos-worker that say how to reach
+// an https server, and the guard.
+func (r *run) workerTargetArgs() []string {
+	var args []string
+	if r.scheme == "https" {
+		u, _ := url.Parse(r.cfg.Addr)
+		args = append(args, "--server-name", u.Hostname())
+	}
+	for _, f := range []struct{ flag, file string }{
+		{"--cacert", r.cfg.CACert}, {"--client-cert", r.cfg.ClientCert}, {"--client-key", r.cfg.ClientKey},
+	} {
+		if f.file != "" {
+			args = append(args, f.flag, f.file)
+		}
+	}
+	if r.guard != nil {
+		args = append(args, "--guard-addr", r.guard.proxy.Addr(), "--guard-prefix", r.guard.prefix)
+		if r.cfg.Unsafe {
+			args = append(args, "--unsafe")
+		}
+	}
+	return args
+}
+
+// workerEnv returns the clients' environment: the harness's, and the
+// secrets that flags would show in ps.
+func (r *run) workerEnv() []string {
+	env := append(os.Environ(), AuthTokenEnv+"="+r.cfg.AuthToken)
+	if r.guard != nil {
+		env = append(env, GuardEnv+"="+r.cfg.Guard)
+	}
+	return env
 }
 
 // readClient collects a client's operations and pause points.
@@ -362,9 +632,7 @@ func (r *run) readClient(stdout io.Reader) {
 		if err := json.Unmarshal(line, &op); err != nil {
 			continue // a client killed mid-line
 		}
-		r.mu.Lock()
-		r.ops = append(r.ops, op)
-		r.mu.Unlock()
+		r.record(op)
 	}
 }
 
@@ -387,8 +655,7 @@ func (r *run) injectFaults(ctx, abort context.Context) {
 			<-ctx.Done()
 			return
 		}
-		gap := time.Duration(500+r.rng.IntN(1500)) * time.Millisecond
-		if !sleep(ctx, gap) {
+		if !sleep(ctx, faultGap(r.cfg.FaultEvery, r.rng)) {
 			return
 		}
 		kind, _ := sched.next(r.rng)
@@ -411,6 +678,16 @@ func (r *run) injectFaults(ctx, abort context.Context) {
 	}
 }
 
+// faultGap draws the quiet gap before a fault: uniform from 0.4 to 1.6
+// times every, in whole milliseconds. For DefaultFaultEvery it draws what
+// the harness drew before the gap could be set (500 + IntN(1500) ms), so
+// that a seed gives the same runs as before.
+func faultGap(every time.Duration, rng *rand.Rand) time.Duration {
+	lo := every * 2 / 5
+	span := max(int(every*6/5/time.Millisecond), 1)
+	return lo + time.Duration(rng.IntN(span))*time.Millisecond
+}
+
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -431,8 +708,12 @@ func (r *run) addWindow(start, end int64) {
 }
 
 func (r *run) addFault(f history.Fault) {
+	err := r.hist.WriteFault(f)
 	r.mu.Lock()
 	r.faults = append(r.faults, f)
+	if err != nil && r.histErr == nil {
+		r.histErr = err
+	}
 	r.mu.Unlock()
 	r.cfg.Log.Info("fault", "kind", f.Kind, "client", f.Client, "at", time.Duration(f.Start).Round(time.Millisecond).String(),
 		"for", time.Duration(f.End-f.Start).Round(time.Millisecond).String(), "detail", f.Detail)
@@ -560,10 +841,14 @@ func (r *run) finalReads() {
 		return
 	}
 	store.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	if r.cfg.TLS != nil {
+		store.HTTPClient.Transport = &http.Transport{TLSClientConfig: r.cfg.TLS.Clone()}
+	}
+	store.AuthToken = r.cfg.AuthToken
 	id := int64(1) // clients' ids start at 1<<32
 	for res := range r.cfg.Resources {
 		for k := range r.cfg.Keys {
-			resource, key := "r"+strconv.Itoa(res), "k"+strconv.Itoa(k)
+			resource, key := "r"+strconv.Itoa(res), r.keyPrefix+"k"+strconv.Itoa(k)
 			op := history.Op{ID: id, Client: -1, Kind: history.KindRead, Resource: resource, Key: key, Call: r.now()}
 			id++
 			item, err := store.Get(context.Background(), resource, key)
@@ -575,31 +860,56 @@ func (r *run) finalReads() {
 			if op.Outcome != history.Unknown {
 				op.Return = r.now()
 			}
-			r.ops = append(r.ops, op)
+			r.record(op)
 		}
 	}
 }
 
-// result sums up the run: what bit, from the history.
-func (r *run) result() *Result {
-	res := &Result{Ops: r.ops, Faults: r.faults, Duration: time.Since(r.start), ServerRestarts: r.restarts, Takeovers: r.takeovers}
-	slices.SortFunc(res.Ops, func(a, b history.Op) int { return int(a.Call - b.Call) })
+// result sums up the run: what bit, from one pass over the history (the
+// paused clients' first writes after they woke; the operations cut short
+// around a fault).
+func (r *run) result() (*Result, error) {
+	res := &Result{History: r.cfg.History, Ops: r.nops, Faults: r.faults, Duration: time.Since(r.start), ServerRestarts: r.restarts, Takeovers: r.takeovers}
+	pending := make(map[int][]pauseRecord) // by client: pauses whose first write after waking is still to come
 	for _, p := range r.pauses {
 		if time.Duration(p.end-p.start) > r.cfg.TTL {
 			res.PausesPastTTL++
 		}
-		// The paused client's first write after it woke, with the paused token.
-		for _, op := range res.Ops {
-			if op.Client != p.client || op.Call < p.end || !writesWith(op, p.resource, p.token) {
+		pending[p.client] = append(pending[p.client], p)
+	}
+	f, err := os.Open(r.cfg.History)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: history: %w", err)
+	}
+	defer f.Close()
+	hr := history.NewReader(f)
+	for {
+		e, err := hr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("chaos: history %s: %w", r.cfg.History, err)
+		}
+		op := &e.Op
+		if e.IsFault {
+			continue
+		}
+		// A client runs one op at a time, so its ops come in the order of
+		// their calls: the first one found is its first after waking.
+		ps := pending[op.Client]
+		for i := 0; i < len(ps); i++ {
+			p := ps[i]
+			if op.Call < p.end || !writesWith(*op, p.resource, p.token) {
 				continue
 			}
 			if op.Outcome == history.Fenced {
 				res.FencedByPauses++
 			}
-			break
+			ps = slices.Delete(ps, i, i+1)
+			i--
 		}
-	}
-	for _, op := range res.Ops {
+		pending[op.Client] = ps
 		if op.Outcome != history.Unknown && op.Outcome != history.Fail {
 			continue
 		}
@@ -610,7 +920,7 @@ func (r *run) result() *Result {
 			}
 		}
 	}
-	return res
+	return res, nil
 }
 
 // writesWith reports whether op writes resource with token.
@@ -644,32 +954,13 @@ func (r *run) cleanup() {
 	if r.cl != nil {
 		r.cl.close()
 	}
+	if r.guard != nil {
+		r.guard.close()
+	}
 	if r.dataDir != "" {
 		os.RemoveAll(r.dataDir)
 	}
-}
-
-// WriteHistory writes the run's operations and faults as JSON lines.
-func (res *Result) WriteHistory(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("chaos: history: %w", err)
+	if r.histFile != nil {
+		r.histFile.Close()
 	}
-	w := history.NewWriter(f)
-	for _, op := range res.Ops {
-		if err := w.WriteOp(op); err != nil {
-			f.Close()
-			return fmt.Errorf("chaos: history: %w", err)
-		}
-	}
-	for _, flt := range res.Faults {
-		if err := w.WriteFault(flt); err != nil {
-			f.Close()
-			return fmt.Errorf("chaos: history: %w", err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("chaos: history: %w", err)
-	}
-	return nil
 }

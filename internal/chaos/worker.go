@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,13 +31,30 @@ type WorkerConfig struct {
 	LockAddr   string        // base URL of the lock service (through the proxy)
 	StoreAddr  string        // base URL of the storage (fence's own, or the unsafe store)
 	Resources  int           // resources r0..r{n-1}
-	Keys       int           // keys per resource
+	Keys       int           // keys per resource: KeyPrefix+k0..
+	KeyPrefix  string        // "", or the run's own on a server that earlier runs wrote to
 	TTL        time.Duration // lease TTL
 	Timeout    time.Duration // per request
 	TxnPercent int           // share of cycles that are two-resource transactions
 	Think      time.Duration // mean pause between two cycles: keeps histories checkable
 	Seed       uint64
 	Start      int64 // the run's start, Unix ns: history times count from it
+
+	// AuthToken is the bearer token sent to the lock service and the
+	// storage; "" none.
+	AuthToken string
+	// TLS is the client's TLS configuration for https addresses; nil: the
+	// system's roots. ServerName, if set, is the name the server's
+	// certificate is verified for (the addresses are a proxy's).
+	TLS        *tls.Config
+	ServerName string
+
+	// Guard, a PostgreSQL connection string, makes the client read and
+	// write the run's tables, named GuardPrefix_..., through fence's
+	// guard, dialling GuardAddr (a proxy) instead of the string's host;
+	// StoreAddr is then unused. Unsafe writes without the guard.
+	Guard, GuardAddr, GuardPrefix string
+	Unsafe                        bool
 }
 
 // pausePoint is the control line a worker prints when it has just acquired
@@ -64,13 +82,14 @@ type writePoint struct {
 
 // worker is one client process's state.
 type worker struct {
-	cfg          WorkerConfig
-	rng          *rand.Rand
-	locks, store *client.API
-	holder       string
-	seq          int64
-	armed        atomic.Bool // SIGUSR1: stop at the next pause point
-	armedWrite   atomic.Bool // SIGUSR2: stop at the next write point
+	cfg        WorkerConfig
+	rng        *rand.Rand
+	locks      *client.API
+	data       storage
+	holder     string
+	seq        int64
+	armed      atomic.Bool // SIGUSR1: stop at the next pause point
+	armedWrite atomic.Bool // SIGUSR2: stop at the next write point
 
 	mu  sync.Mutex // guards enc
 	enc *json.Encoder
@@ -85,12 +104,31 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
 		holder: "client-" + strconv.Itoa(cfg.Client),
 		enc:    json.NewEncoder(out),
 	}
+	if cfg.ServerName != "" {
+		if cfg.TLS == nil {
+			cfg.TLS = &tls.Config{}
+		}
+		cfg.TLS = cfg.TLS.Clone()
+		cfg.TLS.ServerName = cfg.ServerName
+		w.cfg = cfg
+	}
 	var err error
-	if w.locks, err = newRawClient(cfg.LockAddr, cfg.Timeout); err != nil {
+	if w.locks, err = newRawClient(cfg.LockAddr, cfg); err != nil {
 		return err
 	}
-	if w.store, err = newRawClient(cfg.StoreAddr, cfg.Timeout); err != nil {
-		return err
+	if cfg.Guard != "" {
+		pg, err := newPGStorage(ctx, cfg.Guard, cfg.GuardAddr, cfg.GuardPrefix, cfg.Timeout, cfg.Unsafe)
+		if err != nil {
+			return err
+		}
+		defer pg.pool.Close()
+		w.data = pg
+	} else {
+		store, err := newRawClient(cfg.StoreAddr, cfg)
+		if err != nil {
+			return err
+		}
+		w.data = httpStorage{store}
 	}
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
@@ -123,13 +161,18 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
 
 // newRawClient returns an API client that never retries: every attempt is
 // one operation of the history, with its own outcome.
-func newRawClient(addr string, timeout time.Duration) (*client.API, error) {
+func newRawClient(addr string, cfg WorkerConfig) (*client.API, error) {
 	c, err := client.NewAPI(addr)
 	if err != nil {
 		return nil, err
 	}
 	c.Retries = 0
-	c.HTTPClient = &http.Client{Timeout: timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	c.AuthToken = cfg.AuthToken
+	tr := &http.Transport{MaxIdleConnsPerHost: 4}
+	if cfg.TLS != nil {
+		tr.TLSClientConfig = cfg.TLS.Clone()
+	}
+	c.HTTPClient = &http.Client{Timeout: cfg.Timeout, Transport: tr}
 	return c, nil
 }
 
@@ -137,7 +180,7 @@ func (w *worker) now() int64 { return time.Now().UnixNano() - w.cfg.Start }
 
 func (w *worker) resource(i int) string { return "r" + strconv.Itoa(i) }
 
-func (w *worker) key() string { return "k" + strconv.Itoa(w.rng.IntN(w.cfg.Keys)) }
+func (w *worker) key() string { return w.cfg.KeyPrefix + "k" + strconv.Itoa(w.rng.IntN(w.cfg.Keys)) }
 
 // record writes op as one JSON line, with a fresh id.
 func (w *worker) record(op history.Op) {
@@ -166,9 +209,13 @@ func outcome(err error) history.Outcome {
 	return history.Unknown
 }
 
-// finish fills op's outcome and return time from err and records it.
+// finish fills op's outcome and return time from err and records it; an
+// error of the storage is classified by the storage.
 func (w *worker) finish(op history.Op, err error) history.Op {
 	op.Outcome = outcome(err)
+	if op.Kind != history.KindAcquire && op.Kind != history.KindRelease {
+		op.Outcome = w.data.outcome(err)
+	}
 	if op.Outcome != history.Unknown {
 		op.Return = w.now()
 	}
@@ -229,11 +276,8 @@ func (w *worker) writePointIfArmed(resource string, token fence.Token) {
 // read reads resource/key; it returns the value ("" if absent) and whether it was read.
 func (w *worker) read(ctx context.Context, resource, key string) (string, bool) {
 	op := history.Op{Kind: history.KindRead, Resource: resource, Key: key, Call: w.now()}
-	item, err := w.store.Get(ctx, resource, key)
-	if errors.Is(err, fence.ErrNotFound) {
-		err = nil // absent: value "" at revision 0
-	}
-	op.Value, op.Rev = string(item.Value), uint64(item.Rev)
+	var err error
+	op.Value, op.Rev, err = w.data.get(ctx, resource, key)
 	op = w.finish(op, err)
 	return op.Value, op.Outcome == history.OK
 }
@@ -247,8 +291,8 @@ func (w *worker) next(read string) string {
 
 func (w *worker) write(ctx context.Context, resource, key, value string, token fence.Token) history.Outcome {
 	op := history.Op{Kind: history.KindWrite, Resource: resource, Key: key, Value: value, Token: uint64(token), Call: w.now()}
-	res, err := w.store.Put(ctx, resource, key, []byte(value), token, fence.Cond{})
-	op.Rev = uint64(res.Rev)
+	var err error
+	op.Rev, err = w.data.put(ctx, resource, key, value, token)
 	return w.finish(op, err).Outcome
 }
 
@@ -316,12 +360,12 @@ func (w *worker) txnCycle(ctx context.Context) {
 	}
 	w.writePointIfArmed(ra, ta)
 	op := history.Op{Kind: history.KindTxn, Writes: writes, Call: w.now()}
-	t := &fence.Txn{Fences: map[string]fence.Token{ra: ta, rb: tb}}
-	for _, wr := range writes {
-		t.Then = append(t.Then, fence.Op{Kind: fence.OpPut, Resource: wr.Resource, Key: wr.Key, Value: []byte(wr.Value)})
+	rev, err := w.data.txn(ctx, map[string]fence.Token{ra: ta, rb: tb}, []string{ra, rb}, writes)
+	op.Rev = rev
+	var fe *fence.FencedError
+	if _, guarded := w.data.(*pgStorage); guarded && errors.As(err, &fe) {
+		op.Resource = fe.Resource // the guard checks one resource at a time: this one rejected it
 	}
-	rev, err := w.store.Txn(ctx, t)
-	op.Rev = uint64(rev)
 	w.finish(op, err)
 }
 

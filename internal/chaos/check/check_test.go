@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -476,4 +477,72 @@ func TestReport_JSON(t *testing.T) {
 		back.Linearizability.Result != "illegal" || back.Linearizability.Partitions[0].Ops != 9 {
 		t.Fatalf("JSON: %s", out)
 	}
+}
+
+// TestFenceOnWrite: a guard raises a resource's fence only when it accepts
+// a write: a stale holder is accepted until the newer one has written, and
+// is a violation from then on.
+func TestFenceOnWrite(t *testing.T) {
+	runGuard := func(t *testing.T, ops []history.Op, failing ...string) check.Report {
+		t.Helper()
+		rep := check.Check(ops, nil, check.Options{FenceOnWrite: true})
+		for _, c := range rep.Checkers {
+			if want := !slices.Contains(failing, c.Name); c.OK != want {
+				t.Errorf("checker %s: OK=%v, want %v; violations: %s", c.Name, c.OK, want, violations(c))
+			}
+		}
+		return rep
+	}
+	// A zombie with token 1 writes after token 2 was granted, before the
+	// new holder's first write.
+	zombie := func() (*builder, int64) {
+		b := &builder{}
+		b.acquire(0, "r", 1, 0, 10)
+		b.write(0, "r", "x", "a", 1, 1, 11, 20, history.OK)
+		b.acquire(1, "r", 2, 30, 40)
+		id := b.write(0, "r", "x", "z", 1, 2, 50, 60, history.OK)
+		return b, id
+	}
+	t.Run("StaleBeforeNewerWrite", func(t *testing.T) {
+		b, _ := zombie()
+		b.write(1, "r", "x", "b", 2, 3, 70, 80, history.OK)
+		b.write(0, "r", "x", "z2", 1, 0, 90, 95, history.Fenced)
+		b.read(-1, "r", "x", "b", 3, 100, 110)
+		rep := runGuard(t, b.ops)
+		if rep.StaleAttempts != 1 || rep.StaleRejected != 1 {
+			t.Errorf("StaleAttempts=%d StaleRejected=%d, want 1, 1", rep.StaleAttempts, rep.StaleRejected)
+		}
+		// Fence's own storage fences at the grant: the same history is a bug there.
+		run(t, b.ops, check.StaleAccepted, check.Linearizable)
+	})
+	t.Run("StaleAfterNewerWrite", func(t *testing.T) {
+		b := &builder{}
+		b.acquire(0, "r", 1, 0, 10)
+		b.acquire(1, "r", 2, 30, 40)
+		newer := b.write(1, "r", "x", "b", 2, 1, 41, 50, history.OK)
+		stale := b.write(0, "r", "x", "z", 1, 2, 60, 70, history.OK)
+		b.read(-1, "r", "x", "z", 2, 100, 110)
+		rep := runGuard(t, b.ops, check.StaleAccepted, check.TokenOrder, check.Linearizable)
+		wantViolation(t, rep, check.StaleAccepted, stale, "token 2 had been accepted by write op 3")
+		if v := rep.Result(check.StaleAccepted).Violations[0]; v.Ops[1] != newer {
+			t.Fatalf("Ops=%v", v.Ops)
+		}
+	})
+	t.Run("UnjustifiedFence", func(t *testing.T) {
+		// Only a grant of 2, no write with it: the guard had no reason
+		// to reject token 1.
+		b := &builder{}
+		b.acquire(0, "r", 1, 0, 10)
+		b.write(0, "r", "x", "a", 1, 1, 11, 20, history.OK)
+		b.acquire(1, "r", 2, 30, 40)
+		bad := b.write(0, "r", "x", "a2", 1, 0, 50, 60, history.Fenced)
+		rep := runGuard(t, b.ops, check.Linearizable)
+		wantViolation(t, rep, check.Linearizable, bad, "token 1 -> fenced", "fence 1")
+	})
+	t.Run("LostWrite", func(t *testing.T) {
+		b, zombieWrite := zombie()
+		b.read(-1, "r", "x", "a", 1, 100, 110)
+		rep := runGuard(t, b.ops, check.LostWrites, check.Linearizable)
+		wantViolation(t, rep, check.LostWrites, zombieWrite, "revision 2")
+	})
 }

@@ -15,15 +15,25 @@
 //   - lost-writes: every acknowledged write is still in the final value of its
 //     key, or was overwritten by a later revision;
 //   - linearizable: the reads, writes, transactions and grants, partitioned by
-//     resource, are linearizable with respect to a model of fenced storage
-//     (porcupine), where an ambiguous write may or may not have applied.
+//     resource, are linearizable with respect to a model of fenced storage,
+//     where an ambiguous write may or may not have applied. The search is
+//     porcupine's, made to take memory linear in a resource's history
+//     (search.go); porcupine itself draws the visualisation of a failure.
+//
+// Every checker judges each resource on its own, a txn in each resource it
+// writes, so the history is judged one resource at a time: Check takes one
+// in memory, and CheckFile one in a file, which it reads in passes and never
+// holds whole, so that a long run is checked in memory that grows with the
+// largest resource's history, not with the run's.
 //
 // Check expects what package chaos produces against fence's built-in store:
 // every request a client sent is in the history (one still in flight when its
 // client died must be recorded with an unknown outcome, or its effect looks
 // like a write from nowhere); the keys start absent; and a grant raises the
 // resource's fence before it is acknowledged, so a grant's token counts
-// against later writes as an accepted write's does.
+// against later writes as an accepted write's does. With
+// Options.FenceOnWrite it expects a guard's storage instead, whose fence
+// only accepted writes raise.
 //
 // It is not a harness: it neither runs clients nor injects faults, and it
 // trusts the timestamps it is given (one clock for all processes). It checks

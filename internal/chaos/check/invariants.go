@@ -22,211 +22,197 @@ func describe(op *history.Op) string {
 
 // checkTokenOrder: per resource, the acknowledged writes sorted by revision
 // never go down in token.
-func checkTokenOrder(h *hist) Result {
-	res := Result{Name: TokenOrder}
-	var norev int
+func (j *judge) checkTokenOrder(h *hist) {
 	var ws []write
 	for _, w := range h.acked {
 		if w.op.Rev == 0 {
-			norev++ // cannot be placed in the order
+			j.toNoRev++ // cannot be placed in the order
 			continue
 		}
 		ws = append(ws, w)
 	}
-	res.Checked = len(ws)
-	groups, names := byResource(ws, func(w write) string { return w.resource })
-	for _, r := range names {
-		g := groups[r]
-		slices.SortStableFunc(g, func(a, b write) int { return cmp.Compare(a.op.Rev, b.op.Rev) })
-		var top write // the write with the highest token so far
-		for i, w := range g {
-			if i > 0 && w.token < top.token {
-				res.Violations = append(res.Violations, Violation{
-					Checker: TokenOrder,
-					Message: fmt.Sprintf("resource %q: %s was accepted with token %d at revision %d, after %s had been accepted with token %d at revision %d",
-						r, describe(w.op), w.token, w.op.Rev, describe(top.op), top.token, top.op.Rev),
-					Ops: []int64{w.op.ID, top.op.ID},
-				})
-			}
-			if i == 0 || w.token > top.token {
-				top = w
-			}
+	if len(ws) == 0 {
+		return
+	}
+	j.tokenOrder.checked += len(ws)
+	j.toResources++
+	r := h.resource
+	slices.SortStableFunc(ws, func(a, b write) int { return cmp.Compare(a.op.Rev, b.op.Rev) })
+	var top write // the write with the highest token so far
+	for i, w := range ws {
+		if i > 0 && w.token < top.token {
+			j.tokenOrder.add(j.next(), 0, Violation{
+				Checker: TokenOrder,
+				Message: fmt.Sprintf("resource %q: %s was accepted with token %d at revision %d, after %s had been accepted with token %d at revision %d",
+					r, describe(w.op), w.token, w.op.Rev, describe(top.op), top.token, top.op.Rev),
+				Ops: []int64{w.op.ID, top.op.ID},
+			})
+		}
+		if i == 0 || w.token > top.token {
+			top = w
 		}
 	}
-	res.Note = fmt.Sprintf("%d acknowledged writes in %d resources", len(ws), len(names))
-	if norev > 0 {
-		res.Note += fmt.Sprintf("; %d acknowledged writes without a revision skipped", norev)
+}
+
+func (j *judge) tokenOrderResult() Result {
+	note := fmt.Sprintf("%d acknowledged writes in %d resources", j.tokenOrder.checked, j.toResources)
+	if j.toNoRev > 0 {
+		note += fmt.Sprintf("; %d acknowledged writes without a revision skipped", j.toNoRev)
 	}
-	return res
+	return j.tokenOrder.result(TokenOrder, note)
 }
 
 // checkStaleAccepted: no write is acknowledged with a token lower than one
-// acknowledged for its resource (by a write or a grant) before the write was
-// invoked. It also counts the stale attempts into rep.
-func checkStaleAccepted(h *hist, rep *Report) Result {
-	res := Result{Name: StaleAccepted}
-	// The marks of a resource: its ok grants and its acknowledged writes
-	// (a txn's writes each under their own resource).
-	marksBy := make(map[string][]mark)
+// acknowledged for its resource (by a write, or a grant unless
+// Options.FenceOnWrite) before the write was invoked. It also counts the
+// stale attempts into the report.
+func (j *judge) checkStaleAccepted(h *hist) {
+	// The marks: the resource's ok grants and its acknowledged writes.
+	var ms []mark
 	var attempts []write
-	for i := range h.ops {
-		op := &h.ops[i]
-		if op.Kind == history.KindAcquire && op.Outcome == history.OK {
-			marksBy[op.Resource] = append(marksBy[op.Resource], mark{h.ret(op), op.Token, op})
+	for i, op := range h.ops {
+		if op.Kind == history.KindAcquire && op.Outcome == history.OK && !h.fenceOnWrite {
+			ms = append(ms, mark{h.ret(op), op.Token, op})
 		}
-		attempts = append(attempts, writesOf(op)...)
+		attempts = append(attempts, h.writes(op, h.seqs[i])...)
 	}
 	for _, w := range h.acked {
-		marksBy[w.resource] = append(marksBy[w.resource], mark{h.ret(w.op), w.token, w.op})
+		ms = append(ms, mark{h.ret(w.op), w.token, w.op})
 	}
-	index := make(map[string]*marks, len(marksBy))
-	for r, m := range marksBy {
-		index[r] = newMarks(m)
+	j.stale.checked += len(attempts)
+	if len(ms) == 0 {
+		return
 	}
-	staleOps := make(map[int64]bool)
-	type opRes struct {
-		id       int64
-		resource string
-	}
-	reported := make(map[opRes]bool)
+	index := newMarks(ms)
+	reported := make(map[int64]bool) // one violation per op (and resource)
 	for _, w := range attempts {
-		m, ok := index[w.resource]
-		if !ok {
-			continue
-		}
-		top, ok := m.before(w.op.Call)
+		top, ok := index.before(w.op.Call)
 		if !ok || top.token <= w.token {
 			continue
 		}
-		if !staleOps[w.op.ID] {
-			staleOps[w.op.ID] = true
-			rep.StaleAttempts++
+		if !j.staleOps[w.op.ID] {
+			j.staleOps[w.op.ID] = true
+			j.rep.StaleAttempts++
 			if w.op.Outcome == history.Fenced {
-				rep.StaleRejected++
+				j.rep.StaleRejected++
 			}
 		}
-		if w.op.Outcome != history.OK || reported[opRes{w.op.ID, w.resource}] {
-			continue // one violation per op and resource
+		if w.op.Outcome != history.OK || reported[w.op.ID] {
+			continue
 		}
-		reported[opRes{w.op.ID, w.resource}] = true
+		reported[w.op.ID] = true
 		how := "accepted"
 		if top.op.Kind == history.KindAcquire {
 			how = "granted"
 		}
-		res.Violations = append(res.Violations, Violation{
+		j.stale.add(w.seq, w.wi, Violation{
 			Checker: StaleAccepted,
 			Message: fmt.Sprintf("resource %q: %s of key %q was accepted with token %d, but token %d had been %s by %s before it was invoked (returned at %d ns, invoked at %d ns)",
 				w.resource, describe(w.op), w.key, w.token, top.token, how, describe(top.op), top.at, w.op.Call),
 			Ops: []int64{w.op.ID, top.op.ID},
 		})
 	}
-	res.Checked = len(attempts)
-	res.Note = fmt.Sprintf("%d write attempts, %d of them stale, %d of those fenced", len(attempts), rep.StaleAttempts, rep.StaleRejected)
-	return res
+}
+
+func (j *judge) staleResult() Result {
+	note := fmt.Sprintf("%d write attempts, %d of them stale, %d of those fenced", j.stale.checked, j.rep.StaleAttempts, j.rep.StaleRejected)
+	return j.stale.result(StaleAccepted, note)
 }
 
 // checkTokenMonotonic: per resource, grants in real-time order have strictly
 // increasing tokens (one client's retry may get its token again), no token
 // goes to two clients, and no token is granted again after its release.
-func checkTokenMonotonic(h *hist) Result {
-	res := Result{Name: TokenMonotonic}
+func (j *judge) checkTokenMonotonic(h *hist) {
 	var grants []*history.Op
-	released := make(map[string]map[uint64]*history.Op) // resource -> token -> first ok release
-	for i := range h.ops {
-		op := &h.ops[i]
-		if op.Outcome != history.OK {
+	released := make(map[uint64]*history.Op) // token -> first ok release
+	for _, op := range h.ops {
+		if op.Outcome != history.OK || op.Resource != h.resource {
 			continue
 		}
 		switch op.Kind {
 		case history.KindAcquire:
 			grants = append(grants, op)
 		case history.KindRelease:
-			if released[op.Resource] == nil {
-				released[op.Resource] = make(map[uint64]*history.Op)
-			}
-			if prev := released[op.Resource][op.Token]; prev == nil || h.ret(op) < h.ret(prev) {
-				released[op.Resource][op.Token] = op
+			if prev := released[op.Token]; prev == nil || h.ret(op) < h.ret(prev) {
+				released[op.Token] = op
 			}
 		}
 	}
-	res.Checked = len(grants)
-	groups, names := byResource(grants, func(op *history.Op) string { return op.Resource })
+	if len(grants) == 0 {
+		return
+	}
+	j.monotonic.checked += len(grants)
+	j.tmResources++
+	r := h.resource
 	add := func(msg string, ids ...int64) {
-		res.Violations = append(res.Violations, Violation{Checker: TokenMonotonic, Message: msg, Ops: ids})
+		j.monotonic.add(j.next(), 0, Violation{Checker: TokenMonotonic, Message: msg, Ops: ids})
 	}
-	for _, r := range names {
-		g := groups[r]
-		slices.SortFunc(g, func(a, b *history.Op) int { return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.ID, b.ID)) })
-		ms := make([]mark, len(g))
-		for i, op := range g {
-			ms[i] = mark{h.ret(op), op.Token, op}
+	slices.SortFunc(grants, func(a, b *history.Op) int { return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.ID, b.ID)) })
+	ms := make([]mark, len(grants))
+	for i, op := range grants {
+		ms[i] = mark{h.ret(op), op.Token, op}
+	}
+	index := newMarks(ms)
+	owner := make(map[uint64]*history.Op) // token -> first grant of it
+	for _, op := range grants {
+		if top, ok := index.before(op.Call); ok && top.token > op.Token {
+			add(fmt.Sprintf("resource %q: %s got token %d after %s had got token %d (returned at %d ns, invoked at %d ns)",
+				r, describe(op), op.Token, describe(top.op), top.token, top.at, op.Call), op.ID, top.op.ID)
 		}
-		index := newMarks(ms)
-		owner := make(map[uint64]*history.Op) // token -> first grant of it
-		for _, op := range g {
-			if top, ok := index.before(op.Call); ok && top.token > op.Token {
-				add(fmt.Sprintf("resource %q: %s got token %d after %s had got token %d (returned at %d ns, invoked at %d ns)",
-					r, describe(op), op.Token, describe(top.op), top.token, top.at, op.Call), op.ID, top.op.ID)
-			}
-			if first, ok := owner[op.Token]; !ok {
-				owner[op.Token] = op
-			} else if first.Client != op.Client {
-				add(fmt.Sprintf("resource %q: token %d was granted to client %d (op %d) and to client %d (op %d)",
-					r, op.Token, first.Client, first.ID, op.Client, op.ID), op.ID, first.ID)
-			}
-			if rel := released[r][op.Token]; rel != nil && h.ret(rel) < op.Call {
-				add(fmt.Sprintf("resource %q: %s got token %d again after %s had released it",
-					r, describe(op), op.Token, describe(rel)), op.ID, rel.ID)
-			}
+		if first, ok := owner[op.Token]; !ok {
+			owner[op.Token] = op
+		} else if first.Client != op.Client {
+			add(fmt.Sprintf("resource %q: token %d was granted to client %d (op %d) and to client %d (op %d)",
+				r, op.Token, first.Client, first.ID, op.Client, op.ID), op.ID, first.ID)
+		}
+		if rel := released[op.Token]; rel != nil && h.ret(rel) < op.Call {
+			add(fmt.Sprintf("resource %q: %s got token %d again after %s had released it",
+				r, describe(op), op.Token, describe(rel)), op.ID, rel.ID)
 		}
 	}
-	res.Note = fmt.Sprintf("%d grants in %d resources", len(grants), len(names))
-	return res
+}
+
+func (j *judge) monotonicResult() Result {
+	return j.monotonic.result(TokenMonotonic, fmt.Sprintf("%d grants in %d resources", j.monotonic.checked, j.tmResources))
 }
 
 // checkLostWrites: every acknowledged write is in the final read of its key,
 // or its key's final revision is higher. Keys without a final read are
-// skipped and counted into rep.
-func checkLostWrites(h *hist, rep *Report) Result {
-	res := Result{Name: LostWrites}
-	type rk struct{ resource, key string }
-	final := make(map[rk]*history.Op)
-	for i := range h.ops {
-		op := &h.ops[i]
+// skipped and counted into the report.
+func (j *judge) checkLostWrites(h *hist) {
+	final := make(map[string]*history.Op) // key -> the harness's last read of it
+	for _, op := range h.ops {
 		if op.Client != -1 || op.Kind != history.KindRead || op.Outcome != history.OK {
 			continue
 		}
-		k := rk{h.resourceOf(op), op.Key}
-		if prev := final[k]; prev == nil || op.Call > prev.Call {
-			final[k] = op
+		if prev := final[op.Key]; prev == nil || op.Call > prev.Call {
+			final[op.Key] = op
 		}
 	}
-	written := make(map[rk]bool)
-	var norev, late int
+	written := make(map[string]bool)
 	for i, w := range h.acked {
-		k := rk{w.resource, w.key}
-		written[k] = true
+		written[w.key] = true
 		if overwritten(h.acked, i) {
 			continue // a later write of the same txn overwrote it
 		}
-		f := final[k]
+		f := final[w.key]
 		if f == nil {
 			continue
 		}
 		if w.op.Rev == 0 {
-			norev++
+			j.lwNoRev++
 			continue
 		}
 		if h.ret(w.op) >= f.Call {
-			late++ // not over when the final read began: linearizable judges it
+			j.lwLate++ // not over when the final read began: linearizable judges it
 			continue
 		}
-		res.Checked++
+		j.lost.checked++
 		if f.Rev > w.op.Rev || (f.Rev == w.op.Rev && f.Value == w.value) {
 			continue
 		}
-		rep.LostAckedWrites++
-		res.Violations = append(res.Violations, Violation{
+		j.rep.LostAckedWrites++
+		j.lost.add(w.seq, w.wi, Violation{
 			Checker: LostWrites,
 			Message: fmt.Sprintf("resource %q key %q: %s was acknowledged with token %d at revision %d, value %q, but the final read (op %d) shows revision %d, value %q",
 				w.resource, w.key, describe(w.op), w.token, w.op.Rev, truncate(w.value), f.ID, f.Rev, truncate(f.Value)),
@@ -235,20 +221,23 @@ func checkLostWrites(h *hist, rep *Report) Result {
 	}
 	for k := range written {
 		if final[k] != nil {
-			rep.FinalReadKeys++
+			j.rep.FinalReadKeys++
 		} else {
-			rep.KeysWithoutFinalRead++
+			j.rep.KeysWithoutFinalRead++
 		}
 	}
-	res.Note = fmt.Sprintf("%d acknowledged writes to %d keys with a final read; %d written keys without a final read skipped",
-		res.Checked, rep.FinalReadKeys, rep.KeysWithoutFinalRead)
-	if norev > 0 {
-		res.Note += fmt.Sprintf("; %d acknowledged writes without a revision skipped", norev)
+}
+
+func (j *judge) lostResult() Result {
+	note := fmt.Sprintf("%d acknowledged writes to %d keys with a final read; %d written keys without a final read skipped",
+		j.lost.checked, j.rep.FinalReadKeys, j.rep.KeysWithoutFinalRead)
+	if j.lwNoRev > 0 {
+		note += fmt.Sprintf("; %d acknowledged writes without a revision skipped", j.lwNoRev)
 	}
-	if late > 0 {
-		res.Note += fmt.Sprintf("; %d acknowledged writes that returned after their key's final read began skipped", late)
+	if j.lwLate > 0 {
+		note += fmt.Sprintf("; %d acknowledged writes that returned after their key's final read began skipped", j.lwLate)
 	}
-	return res
+	return j.lost.result(LostWrites, note)
 }
 
 // truncate shortens a value for a message.

@@ -2,6 +2,7 @@ package check
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,79 +15,87 @@ import (
 	"github.com/fence-lock/fence/internal/chaos/history"
 )
 
-// linHistory turns a history into porcupine operations, grouped by resource
-// in name order, and returns how many history ops it left out.
+// htmlMaxOps bounds the operations drawn in the visualisation: porcupine's
+// own check, which the visualisation needs, takes memory quadratic in the
+// length of a partition (see search.go).
+const htmlMaxOps = 50_000
+
+// linHistory turns a partition into porcupine operations, and returns how
+// many of its ops (of those that count in it, see judge.resourcesOf) it left
+// out.
 //
 // Acknowledged reads enter; other reads tell nothing. Acknowledged grants
-// raise the fence; grants of unknown outcome may have raised it. Writes and
-// txns enter when acknowledged, fenced or unknown; failed and otherwise
-// rejected ones did nothing and are left out, as are releases. An op with an
-// unknown outcome gets a Return one second after the end of the history, so it
-// may take effect at any point after its call — except a grant of unknown
-// outcome, which does not enter the model at all: it may have raised the
-// fence to an unknown token at an unknown time, so every fenced write of that
-// resource that returned after the grant was called counts as explained (it
-// is not strict). Accepted writes stay strictly checked. As model ops, the
+// raise the fence (unless Options.FenceOnWrite: then grants stay out);
+// grants of unknown outcome may have raised it. Writes and txns enter when
+// acknowledged, fenced or unknown; failed and otherwise rejected ones did
+// nothing and are left out, as are releases. An op with an unknown outcome
+// gets a Return one second after the end of the history, so it may take
+// effect at any point after its call — except a grant of unknown outcome,
+// which does not enter the model at all: it may have raised the fence to an
+// unknown token at an unknown time, so every fenced write of that resource
+// that returned after the grant was called counts as explained (it is not
+// strict). Accepted writes stay strictly checked. As model ops, the
 // thousands of grants cut short by kills and network faults in a long run
-// would each stay concurrent with everything after them, and porcupine's
-// search would explode.
-func linHistory(h *hist) (ops []porcupine.Operation, dropped int) {
+// would each stay concurrent with everything after them, and the search
+// would explode.
+func (j *judge) linHistory(h *hist) (ops []porcupine.Operation, dropped int) {
 	type item struct {
 		in  *linInput
 		out linOutput
 		op  *history.Op
 	}
 	var items []item
-	// fuzzySince is, per resource, the call of its first grant of unknown outcome.
-	fuzzySince := map[string]int64{}
-	for i := range h.ops {
-		op := &h.ops[i]
-		if op.Kind == history.KindAcquire && op.Outcome == history.Unknown {
-			if t, ok := fuzzySince[op.Resource]; !ok || op.Call < t {
-				fuzzySince[op.Resource] = max(op.Call, 1)
+	// fuzzySince is the call of the resource's first grant of unknown outcome.
+	var fuzzySince int64
+	for _, op := range h.ops {
+		if op.Kind == history.KindAcquire && op.Outcome == history.Unknown && op.Resource == h.resource && !h.fenceOnWrite {
+			if fuzzySince == 0 || op.Call < fuzzySince {
+				fuzzySince = max(op.Call, 1)
 			}
 		}
 	}
-	for i := range h.ops {
-		op := &h.ops[i]
+	for _, op := range h.ops {
 		n := len(items)
 		switch {
 		case op.Kind == history.KindRead && op.Outcome == history.OK:
-			if r := h.resourceOf(op); r != "" {
-				items = append(items, item{&linInput{resource: r, kind: linRead, key: op.Key}, linOutput{outcome: history.OK, value: op.Value, rev: op.Rev}, op})
+			if h.resource != "" {
+				items = append(items, item{&linInput{resource: h.resource, kind: linRead, key: op.Key}, linOutput{outcome: history.OK, value: op.Value, rev: op.Rev}, op})
 			}
-		case op.Kind == history.KindAcquire && op.Outcome == history.OK:
+		case op.Kind == history.KindAcquire && op.Outcome == history.OK && !h.fenceOnWrite:
 			items = append(items, item{&linInput{resource: op.Resource, kind: linGrant, token: op.Token}, linOutput{outcome: history.OK}, op})
 		case op.Mutates() && (op.Outcome == history.OK || op.Outcome == history.Fenced || op.Outcome == history.Unknown):
-			// One model write per resource, with that resource's token.
-			var groups []*linInput
-			for _, w := range writesOf(op) {
-				j := slices.IndexFunc(groups, func(in *linInput) bool { return in.resource == w.resource })
-				if j < 0 {
-					groups = append(groups, &linInput{resource: w.resource, kind: linWrite, txn: op.Kind == history.KindTxn})
-					j = len(groups) - 1
+			// One model write in this resource, with its token; the
+			// txn's writes to other resources are theirs.
+			g := &linInput{resource: h.resource, kind: linWrite, txn: op.Kind == history.KindTxn}
+			resources := 0
+			var seen []string
+			for _, w := range writesOf(op, 0) {
+				if !slices.Contains(seen, w.resource) {
+					seen = append(seen, w.resource)
+					resources++
 				}
-				g := groups[j]
+				if w.resource != h.resource {
+					continue
+				}
 				g.token = max(g.token, w.token) // one token per resource; a txn sends one
 				g.writes = append(g.writes, kv{w.key, w.value})
 			}
-			for _, g := range groups {
-				g.strict = (len(groups) == 1 || op.Resource == g.resource) &&
-					!(op.Outcome == history.Fenced && fuzzySince[g.resource] != 0 && fuzzySince[g.resource] < h.ret(op))
-				out := linOutput{outcome: op.Outcome}
-				if op.Outcome == history.OK {
-					out.rev = op.Rev
-				}
-				items = append(items, item{g, out, op})
+			if len(g.writes) == 0 {
+				break
 			}
+			g.strict = (resources == 1 || op.Resource == g.resource) &&
+				!(op.Outcome == history.Fenced && fuzzySince != 0 && fuzzySince < h.ret(op))
+			out := linOutput{outcome: op.Outcome}
+			if op.Outcome == history.OK {
+				out.rev = op.Rev
+			}
+			items = append(items, item{g, out, op})
 		}
-		if len(items) == n {
+		if len(items) == n && j.resourcesOf(op)[0] == h.resource {
 			dropped++
 		}
 	}
-	slices.SortStableFunc(items, func(a, b item) int {
-		return cmp.Or(strings.Compare(a.in.resource, b.in.resource), cmp.Compare(a.op.Call, b.op.Call))
-	})
+	slices.SortStableFunc(items, func(a, b item) int { return cmp.Compare(a.op.Call, b.op.Call) })
 
 	// Porcupine draws one row per ClientId and wants a row's ops not to
 	// overlap. A client's ops overlap when one has an unknown outcome (it
@@ -94,22 +103,17 @@ func linHistory(h *hist) (ops []porcupine.Operation, dropped int) {
 	// row ("lane") of the same client. Rows are numbered by client, then lane.
 	type lane struct{ client, lane int }
 	lanes := make([]lane, len(items))
-	ends := make(map[string]map[int][]int64) // resource -> client -> lane -> last return
+	ends := make(map[int][]int64) // client -> lane -> last return
 	used := make(map[lane]bool)
 	for i, it := range items {
-		byClient := ends[it.in.resource]
-		if byClient == nil {
-			byClient = make(map[int][]int64)
-			ends[it.in.resource] = byClient
-		}
-		ls := byClient[it.op.Client]
+		ls := ends[it.op.Client]
 		l := slices.IndexFunc(ls, func(end int64) bool { return end < it.op.Call })
 		if l < 0 {
 			ls = append(ls, 0)
 			l = len(ls) - 1
 		}
 		ls[l] = h.ret(it.op)
-		byClient[it.op.Client] = ls
+		ends[it.op.Client] = ls
 		lanes[i] = lane{it.op.Client, l}
 		used[lanes[i]] = true
 	}
@@ -137,75 +141,94 @@ func linHistory(h *hist) (ops []porcupine.Operation, dropped int) {
 	return ops, dropped
 }
 
-// checkLinearizable runs porcupine and fills rep.Linearizability.
-func checkLinearizable(h *hist, faults []history.Fault, opts Options, rep *Report) Result {
-	res := Result{Name: Linearizable}
-	lin := &rep.Linearizability
-	ops, dropped := linHistory(h)
-	lin.Ops, lin.Dropped = len(ops), dropped
+// checkLinearizable checks one partition with search (see search.go), within
+// what is left of Options.Timeout, and keeps a failed partition for the
+// visualisation.
+func (j *judge) checkLinearizable(h *hist) {
+	lin := &j.rep.Linearizability
+	ops, dropped := j.linHistory(h)
+	lin.Dropped += dropped
+	if len(ops) == 0 {
+		return
+	}
+	lin.Ops += len(ops)
+	lin.MaxOps = max(lin.MaxOps, len(ops))
+	j.lin.checked += len(ops)
+	if j.start.IsZero() {
+		j.start = time.Now()
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), j.start.Add(j.opts.Timeout))
+	defer cancel()
 	model := fencedModel()
-	parts := partitionByResource(ops)
+	began := time.Now()
+	result, longest := search(ctx, model, ops)
+	j.searchTime += time.Since(began)
 
-	start := time.Now()
-	result, info := porcupine.CheckOperationsVerbose(model, ops, opts.Timeout)
-	lin.DurationMS = time.Since(start).Milliseconds()
-	partials := info.PartialLinearizations()
-
-	var undecided []string
-	for p, part := range parts {
-		in := part[0].Input.(*linInput)
-		pr := Partition{Resource: in.resource, Ops: len(part), Result: "ok"}
-		for _, op := range part {
-			if op.Output.(linOutput).outcome == history.Unknown {
-				pr.Unknown++
-			}
+	pr := Partition{Resource: h.resource, Ops: len(ops), Result: "ok"}
+	for _, op := range ops {
+		if op.Output.(linOutput).outcome == history.Unknown {
+			pr.Unknown++
 		}
-		lin.MaxOps = max(lin.MaxOps, len(part))
-		var longest []int
-		if p < len(partials) {
-			for _, l := range partials[p] {
-				if len(l) > len(longest) {
-					longest = l
-				}
-			}
-		}
-		switch {
-		case len(longest) == len(part):
-		case result == porcupine.Unknown:
-			pr.Result = "unknown"
-			undecided = append(undecided, fmt.Sprintf("%q (%d ops)", in.resource, len(part)))
-		default:
-			pr.Result = "illegal"
-			res.Violations = append(res.Violations, explain(model, in.resource, part, longest))
-		}
-		lin.Partitions = append(lin.Partitions, pr)
 	}
 	switch result {
-	case porcupine.Ok:
-		lin.Result = "ok"
-	case porcupine.Illegal:
-		lin.Result = "illegal"
-	default:
-		lin.Result = "timeout"
-		res.Violations = append(res.Violations, Violation{
-			Checker: Linearizable,
-			Message: fmt.Sprintf("porcupine timed out after %v without deciding: %s; the history is too concurrent or too long (partition sizes are in the report)",
-				opts.Timeout, strings.Join(undecided, ", ")),
-		})
+	case searchUnknown:
+		pr.Result = "unknown"
+		j.linUnknownN++
+		j.linUndecided = append(j.linUndecided, fmt.Sprintf("%q (%d ops)", h.resource, len(ops)))
+	case searchIllegal:
+		pr.Result = "illegal"
+		j.linIllegal++
+		j.lin.add(j.next(), 0, explain(model, h.resource, ops, longest))
 	}
-	res.Checked = len(ops)
-	res.Note = fmt.Sprintf("%d ops in %d partitions (largest %d), %d history ops left out, %s in %d ms",
-		len(ops), len(parts), lin.MaxOps, dropped, lin.Result, lin.DurationMS)
-
-	if result != porcupine.Ok && opts.HTMLDir != "" {
-		path := filepath.Join(opts.HTMLDir, HTMLFile)
-		if err := writeHTML(model, info, faults, path); err != nil {
-			lin.HTMLError = err.Error()
+	lin.Partitions = append(lin.Partitions, pr)
+	if result != searchOK && j.opts.HTMLDir != "" {
+		if j.failedOps+len(ops) <= htmlMaxOps {
+			j.failed = append(j.failed, ops...)
+			j.failedOps += len(ops)
 		} else {
-			lin.HTML = path
+			j.failedLeftOut = append(j.failedLeftOut, fmt.Sprintf("%q (%d ops)", h.resource, len(ops)))
 		}
 	}
-	return res
+}
+
+// linResult sums up the linearizability check into rep, and writes the
+// visualisation of the partitions that failed.
+func (j *judge) linResult(rep *Report) Result {
+	lin := &rep.Linearizability
+	switch {
+	case j.linIllegal > 0:
+		lin.Result = "illegal"
+	case j.linUnknownN > 0:
+		lin.Result = "timeout"
+	default:
+		lin.Result = "ok"
+	}
+	if len(j.linUndecided) > 0 {
+		j.lin.add(j.next(), 0, Violation{
+			Checker: Linearizable,
+			Message: fmt.Sprintf("the linearizability check timed out after %v without deciding: %s; the history is too concurrent or too long (partition sizes are in the report)",
+				j.opts.Timeout, strings.Join(j.linUndecided, ", ")),
+		})
+	}
+	if len(j.failed) > 0 || len(j.failedLeftOut) > 0 {
+		path := filepath.Join(j.opts.HTMLDir, HTMLFile)
+		var errs []string
+		if len(j.failed) > 0 {
+			if err := writeHTML(j.failed, j.faults, j.opts.Timeout, path); err != nil {
+				errs = append(errs, err.Error())
+			} else {
+				lin.HTML = path
+			}
+		}
+		if len(j.failedLeftOut) > 0 {
+			errs = append(errs, fmt.Sprintf("left out of the visualisation, over %d ops in all: %s", htmlMaxOps, strings.Join(j.failedLeftOut, ", ")))
+		}
+		lin.HTMLError = strings.Join(errs, "; ")
+		j.failed = nil
+	}
+	note := fmt.Sprintf("%d ops in %d partitions (largest %d), %d history ops left out, %s in %d ms",
+		lin.Ops, len(lin.Partitions), lin.MaxOps, lin.Dropped, lin.Result, lin.DurationMS)
+	return j.lin.result(Linearizable, note)
 }
 
 // explain names the ops of a partition that no linearization can place:
@@ -260,13 +283,17 @@ func explain(model porcupine.Model, resource string, part []porcupine.Operation,
 	}
 }
 
-// writeHTML writes porcupine's visualisation with the faults as annotations.
-func writeHTML(model porcupine.Model, info porcupine.LinearizationInfo, faults []history.Fault, path string) (err error) {
+// writeHTML runs porcupine's own check on ops, the partitions that failed,
+// for the record its visualisation needs, and writes the visualisation with
+// the faults as annotations.
+func writeHTML(ops []porcupine.Operation, faults []history.Fault, timeout time.Duration, path string) (err error) {
 	defer func() {
 		if p := recover(); p != nil { // porcupine panics on a model it cannot replay
 			err = fmt.Errorf("visualisation: %v", p)
 		}
 	}()
+	model := fencedModel()
+	_, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
 	var anns []porcupine.Annotation
 	for _, f := range faults {
 		tag := "faults: all"

@@ -2,9 +2,10 @@
 // that a client (or the harness itself) invoked against fence, and one per fault
 // that the harness injected.
 //
-// Clients append Ops through a Writer as they go; the harness merges the
-// clients' files and hands them to Read, whose result is what package check
-// judges. The format is the contract between the two: every timestamp is in
+// Clients print Ops as they go; the harness appends them, as they arrive,
+// and the Faults it injects, through a Writer to one file, which package
+// check judges in passes through a Reader, without holding it in memory
+// (Read holds a whole history, for small ones). The format is the contract between the two: every timestamp is in
 // nanoseconds since the run's start on one clock shared by all processes, and
 // an Op's Outcome says whether its effect is definitely in (OK), definitely out
 // (Fenced, Rejected, Fail) or unknown (Unknown).

@@ -3,6 +3,7 @@ package history_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"sync"
@@ -204,4 +205,36 @@ func ExampleWriter() {
 	ops, faults, _ := history.Read(&buf)
 	fmt.Println(len(ops), ops[1].Outcome, len(faults), faults[0].Kind)
 	// Output: 2 fenced 1 pause
+}
+
+func TestReader(t *testing.T) {
+	in := `{"id":1,"client":0,"kind":"read","resource":"r","key":"k","call":1,"return":2,"outcome":"ok"}` + "\n\n" +
+		`{"fault":"kill","client":-1,"start":3}` + "\n" +
+		`{"id":1,"client":1,"kind":"write","resource":"r","key":"k","value":"v","token":2,"call":4,"outcome":"unknown"}`
+	r := history.NewReader(strings.NewReader(in))
+	var got []history.Entry
+	for {
+		e, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e)
+	}
+	if len(got) != 3 || got[0].Line != 1 || !got[1].IsFault || got[1].Line != 3 || got[2].Line != 4 {
+		t.Fatalf("entries %+v", got)
+	}
+	// A Reader keeps nothing: the duplicate id is Read's to refuse.
+	if got[2].Op.ID != 1 || got[2].Op.Kind != history.KindWrite || got[2].Op.Outcome != history.Unknown || got[2].Op.Value != "v" {
+		t.Fatalf("op %+v", got[2].Op)
+	}
+	if _, _, err := history.Read(strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), "line 4: op id 1 already used on line 1") {
+		t.Fatalf("Read: %v", err)
+	}
+	_, err := history.NewReader(strings.NewReader("{\"id\":\n")).Next()
+	if err == nil || !strings.HasPrefix(err.Error(), "history: line 1:") {
+		t.Fatalf("Next on bad JSON: %v", err)
+	}
 }

@@ -16,33 +16,114 @@ import (
 // Read rejects, naming the line: malformed JSON, an Op without a known kind
 // or outcome, an Op id seen before, a Fault without a kind. Unknown members
 // are ignored, so newer writers can add some.
+//
+// Read holds the whole history in memory; Reader reads one line at a time.
 func Read(r io.Reader) (ops []Op, faults []Fault, err error) {
-	br := bufio.NewReader(r)
+	hr := NewReader(r)
 	seen := make(map[int64]int) // op id -> line
-	for line := 1; ; line++ {
-		b, rerr := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(b)) > 0 {
-			op, f, isFault, perr := parseLine(b)
-			if perr != nil {
-				return nil, nil, fmt.Errorf("history: line %d: %w", line, perr)
-			}
-			if isFault {
-				faults = append(faults, f)
-			} else {
-				if prev, dup := seen[op.ID]; dup {
-					return nil, nil, fmt.Errorf("history: line %d: op id %d already used on line %d", line, op.ID, prev)
-				}
-				seen[op.ID] = line
-				ops = append(ops, op)
-			}
-		}
-		if rerr == io.EOF {
+	for {
+		e, err := hr.Next()
+		if errors.Is(err, io.EOF) {
 			return ops, faults, nil
 		}
-		if rerr != nil {
-			return nil, nil, fmt.Errorf("history: line %d: %w", line, rerr)
+		if err != nil {
+			return nil, nil, err
+		}
+		if e.IsFault {
+			faults = append(faults, e.Fault)
+			continue
+		}
+		if prev, dup := seen[e.Op.ID]; dup {
+			return nil, nil, fmt.Errorf("history: line %d: op id %d already used on line %d", e.Line, e.Op.ID, prev)
+		}
+		seen[e.Op.ID] = e.Line
+		ops = append(ops, e.Op)
+	}
+}
+
+// Entry is one line of a history: an Op, or a Fault when IsFault.
+type Entry struct {
+	Op      Op
+	Fault   Fault
+	IsFault bool
+	Line    int // the line's number, from 1
+}
+
+// Reader reads a history one line at a time, so that a history larger than
+// memory can be judged in passes. It checks each line as Read does, but it
+// keeps nothing of the lines it returned, so it does not reject an op id
+// seen before.
+type Reader struct {
+	br   *bufio.Reader
+	line int
+	// names interns resources and keys: a long history repeats a few.
+	names map[string]string
+}
+
+// maxNames bounds the strings a Reader interns.
+const maxNames = 4096
+
+// NewReader returns a Reader of the history in r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{br: bufio.NewReaderSize(r, 64<<10), names: make(map[string]string)}
+}
+
+// Next returns the next op or fault, skipping blank lines. At the end of the
+// history it returns io.EOF; an error that names the line otherwise.
+func (r *Reader) Next() (Entry, error) {
+	for {
+		b, rerr := r.br.ReadBytes('\n')
+		if rerr != nil && rerr != io.EOF {
+			return Entry{}, fmt.Errorf("history: line %d: %w", r.line+1, rerr)
+		}
+		if len(b) == 0 && rerr == io.EOF {
+			return Entry{}, io.EOF
+		}
+		r.line++
+		if len(bytes.TrimSpace(b)) == 0 {
+			if rerr == io.EOF {
+				return Entry{}, io.EOF
+			}
+			continue
+		}
+		op, f, isFault, err := parseLine(b)
+		if err != nil {
+			return Entry{}, fmt.Errorf("history: line %d: %w", r.line, err)
+		}
+		if !isFault {
+			r.intern(&op)
+		}
+		return Entry{Op: op, Fault: f, IsFault: isFault, Line: r.line}, nil
+	}
+}
+
+// intern makes op share the strings that repeat from line to line.
+func (r *Reader) intern(op *Op) {
+	op.Kind = Kind(internConst(string(op.Kind), string(KindAcquire), string(KindRead), string(KindWrite), string(KindTxn), string(KindRelease)))
+	op.Outcome = Outcome(internConst(string(op.Outcome), string(OK), string(Fenced), string(Rejected), string(Fail), string(Unknown)))
+	op.Resource, op.Key = r.name(op.Resource), r.name(op.Key)
+	for i := range op.Writes {
+		op.Writes[i].Resource, op.Writes[i].Key = r.name(op.Writes[i].Resource), r.name(op.Writes[i].Key)
+	}
+}
+
+func internConst(s string, consts ...string) string {
+	for _, c := range consts {
+		if s == c {
+			return c
 		}
 	}
+	return s
+}
+
+func (r *Reader) name(s string) string {
+	if n, ok := r.names[s]; ok {
+		return n
+	}
+	if len(r.names) < maxNames {
+		r.names[s] = s
+	}
+	return s
 }
 
 // parseLine decodes one non-blank line.
