@@ -95,20 +95,21 @@ func hex4(data []byte, i int) (rune, bool) {
 }
 
 // maxMembers is the most members an object of a request may have, but for
-// a txn's fences (fence.MaxTxnEntries): none has more than a few known ones.
+// a txn's fences (fence.MaxTxnEntries): none has more than a few known
+// ones, so more is a bad_request, as an unknown member is.
 const maxMembers = 64
 
 // members returns the members of the JSON object in data, in order. It
 // rejects anything but one object (with nothing after it), duplicate names
 // and more than maxMembers members; unknownMember checks the names.
 func members(what string, data []byte) ([]member, error) {
-	return membersUpTo(what, data, maxMembers)
+	return membersUpTo(what, data, maxMembers, fence.ErrBadRequest)
 }
 
 // membersUpTo is members with at most limit members: past it, it stops
-// reading and returns an error wrapping fence.ErrTooLarge, so that the cost
-// of an object does not grow with what it holds beyond the limit.
-func membersUpTo(what string, data []byte, limit int) ([]member, error) {
+// reading and returns an error wrapping tooMany, so that the cost of an
+// object does not grow with what it holds beyond the limit.
+func membersUpTo(what string, data []byte, limit int, tooMany error) ([]member, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	tok, err := dec.Token()
 	if err == io.EOF {
@@ -132,7 +133,7 @@ func membersUpTo(what string, data []byte, limit int) ([]member, error) {
 			return nil, badRequest("%s: want a member name", what)
 		}
 		if len(ms) == limit {
-			return nil, fmt.Errorf("%w: %s has more than %d members", fence.ErrTooLarge, what, limit)
+			return nil, fmt.Errorf("%w: %s has more than %d members", tooMany, what, limit)
 		}
 		dup := false
 		if seen != nil {
@@ -422,7 +423,7 @@ func decodeTxn(data []byte) (*fence.Txn, error) {
 	f.add(unknownMember("txn", ms, "fences", "if", "then"))
 	t := &fence.Txn{Fences: map[string]fence.Token{}}
 	if v := get(ms, "fences"); v != nil {
-		fs, err := membersUpTo("fences", v, fence.MaxTxnEntries)
+		fs, err := membersUpTo("fences", v, fence.MaxTxnEntries, fence.ErrTooLarge)
 		f.add(err)
 		for _, m := range fs {
 			if err := fence.ValidateResource(m.name); err != nil {

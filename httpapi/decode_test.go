@@ -54,6 +54,7 @@ func TestDecodeAcquire(t *testing.T) {
 		{"Empty", ``, acquireRequest{}, fence.ErrBadRequest},
 		{"Null", `null`, acquireRequest{}, fence.ErrBadRequest},
 		{"Array", `[{"holder":"w"}]`, acquireRequest{}, fence.ErrBadRequest},
+		{"TooManyMembers", `{"holder":"w",` + jsonFences(maxMembers) + `}`, acquireRequest{}, fence.ErrBadRequest}, // as the fuzzers require
 		{"MissingHolder", `{}`, acquireRequest{}, fence.ErrBadRequest},
 		{"NullHolder", `{"holder":null}`, acquireRequest{}, fence.ErrBadRequest},
 		{"NumberHolder", `{"holder":5}`, acquireRequest{}, fence.ErrBadRequest},
@@ -261,7 +262,7 @@ func TestDecodeTxn(t *testing.T) {
 		{"TooManyFences", `{"fences":{` + jsonFences(fence.MaxTxnEntries+1) + `}}`, nil, fence.ErrTooLarge},
 		{"TooManyCompares", `{"if":[` + strings.Repeat(`{},`, fence.MaxTxnEntries) + `{}]}`, nil, fence.ErrTooLarge},
 		{"TooManyOps", `{"then":[` + strings.Repeat(`{},`, fence.MaxTxnEntries) + `{}]}`, nil, fence.ErrTooLarge},
-		{"TooManyMembers", `{"fences":{},` + jsonFences(maxMembers) + `}`, nil, fence.ErrTooLarge},
+		{"TooManyMembers", `{"fences":{},` + jsonFences(maxMembers) + `}`, nil, fence.ErrBadRequest},
 
 		// Precedence: too_large, bad_request, fence_required, invalid_token.
 		{"TooLargeBeforeBadRequest", `{"fences":{"":"x"},"then":[{"op":"put","resource":"r","key":"","value":"` + big + `"},{"op":"put","resource":"r","key":"k","value":"` + big + `","value_base64":""}]}`, nil, fence.ErrTooLarge},
@@ -347,7 +348,7 @@ func TestDecodeTxnMemberBomb(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var err error
 			allocs := testing.AllocsPerRun(3, func() { _, err = decodeTxn(body) })
-			checkKinds(t, err, fence.ErrTooLarge)
+			checkKinds(t, err, fence.ErrTooLarge, fence.ErrBadRequest) // too many entries, or too many members
 			if allocs > limit {
 				t.Errorf("decoding %d bytes made %.0f allocations, more than %.0f (4x those of a body just over the limit): the cost grows with the body", len(body), allocs, limit)
 			}
