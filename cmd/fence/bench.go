@@ -6,10 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	// Named load: the subcommand's function is bench, as in the commands table.
@@ -186,7 +184,7 @@ func bench(ctx context.Context, args []string, io stdio) error {
 	var line *progressLine
 	if cfg.progress == "always" || cfg.progress == "auto" && isTerminal(io.err) {
 		line = &progressLine{w: io.err, terminal: isTerminal(io.err)}
-		cfg.Config.Progress = line.show
+		cfg.Config.Progress = func(p load.Progress) { line.show(benchProgress(p)) }
 	}
 	rep, err := load.Run(ctx, cfg.Config)
 	line.finish()
@@ -221,48 +219,14 @@ func firstError(rep *load.Report) string {
 	return fmt.Sprintf(" (%d errors; %d %s, e.g. %s)", rep.ErrorsTotal, most, code, rep.ErrorSamples[code])
 }
 
-// progressLine writes the live progress of a run. On a terminal it rewrites
-// one line with '\r'; elsewhere it writes one line per update.
-type progressLine struct {
-	w        io.Writer
-	terminal bool
-	width    int // of the longest line shown, to blank it out
-}
-
-func (p *progressLine) show(s load.Progress) {
-	var text string
+// benchProgress is the text of the progress line of a bench run.
+func benchProgress(s load.Progress) string {
 	if s.Warmup {
-		text = fmt.Sprintf("%5.1fs  warming up", s.Elapsed.Seconds())
-	} else {
-		rate := 0.0
-		if s.Elapsed > 0 {
-			rate = float64(s.Ops) / s.Elapsed.Seconds()
-		}
-		text = fmt.Sprintf("%5.1fs  %d ops  %.0f ops/s  errors %d", s.Elapsed.Seconds(), s.Ops, rate, s.Errors)
+		return fmt.Sprintf("%5.1fs  warming up", s.Elapsed.Seconds())
 	}
-	if !p.terminal {
-		fmt.Fprintln(p.w, text)
-		return
+	rate := 0.0
+	if s.Elapsed > 0 {
+		rate = float64(s.Ops) / s.Elapsed.Seconds()
 	}
-	pad := max(p.width-len(text), 0)
-	p.width = max(p.width, len(text))
-	fmt.Fprintf(p.w, "\r%s%s", text, strings.Repeat(" ", pad))
-}
-
-// finish blanks the progress line out, so that the report starts clean.
-func (p *progressLine) finish() {
-	if p == nil || !p.terminal || p.width == 0 {
-		return
-	}
-	fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.width))
-}
-
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return fmt.Sprintf("%5.1fs  %d ops  %.0f ops/s  errors %d", s.Elapsed.Seconds(), s.Ops, rate, s.Errors)
 }
