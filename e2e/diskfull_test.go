@@ -69,17 +69,19 @@ func TestServe_DiskFull(t *testing.T) {
 		t.Fatalf("/healthz with the disk full: %s", r)
 	}
 
-	// The operator frees space: changes resume, with no restart.
+	// The operator frees space: the server is ready again before any
+	// write (a load balancer that follows /readyz sends it none until
+	// then), and changes resume, with no restart.
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
+	}
+	if r := apiDo(t, "GET", srv.URL+"/readyz", nil, nil); r.status != http.StatusOK {
+		t.Fatalf("/readyz after space was freed: %s", r)
 	}
 	if r := put("after"); r.status != http.StatusOK {
 		t.Fatalf("a write after space was freed: %s", r)
 	}
 	acked = append(acked, "after")
-	if r := apiDo(t, "GET", srv.URL+"/readyz", nil, nil); r.status != http.StatusOK {
-		t.Fatalf("/readyz after space was freed: %s", r)
-	}
 	later := apiAcquire(t, srv.URL, "stock", "writer", 600000)
 
 	// Restarted, the server has every acknowledged write.

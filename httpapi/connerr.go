@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -54,12 +53,18 @@ func (l *problemListener) Accept() (net.Conn, error) {
 	return &problemConn{Conn: c}, nil
 }
 
-// problemConn rewrites net/http's own error answers as problems. Over
-// TLS, its Conn is the *tls.Conn, whose state it keeps for ConnContext.
-type problemConn struct {
-	net.Conn
-	tls *tls.ConnectionState // nil on a plain connection
+// problemConn rewrites net/http's own error answers as problems.
+type problemConn struct{ net.Conn }
+
+// tlsProblemConn is a problemConn over TLS (its Conn a *tls.Conn): net/http
+// takes the connection's TLS state from ConnectionState for Request.TLS.
+type tlsProblemConn struct {
+	problemConn
+	state tls.ConnectionState
 }
+
+// ConnectionState returns the state of the connection's TLS handshake.
+func (c *tlsProblemConn) ConnectionState() tls.ConnectionState { return c.state }
 
 func (c *problemConn) Write(b []byte) (int, error) {
 	if p, ok := problemFor(b); ok && writtenByNetHTTP() {
@@ -73,6 +78,18 @@ func (c *problemConn) Write(b []byte) (int, error) {
 
 // Unwrap returns the connection that c wraps.
 func (c *problemConn) Unwrap() net.Conn { return c.Conn }
+
+// CloseWrite half-closes the connection, if the one it wraps can, so that
+// net/http can answer a request it refuses while the client still sends.
+func (c *problemConn) CloseWrite() error { return closeWrite(c.Conn) }
+
+// closeWrite half-closes c if it can (a TCP or TLS connection).
+func closeWrite(c net.Conn) error {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
 
 // problemFor returns the problem answer that stands for b, if b is one of
 // net/http's own error answers.
@@ -153,13 +170,12 @@ func writtenByNetHTTP() bool {
 // (none if 0): a connection that negotiates HTTP/2 is handed to net/http
 // as its *tls.Conn, so that net/http serves HTTP/2 on it; one that
 // negotiates HTTP/1.1 is wrapped, so that its answers can be rewritten in
-// the clear, and net/http then sees no *tls.Conn: set the http.Server's
-// ConnContext to this package's ConnContext and read the connection's TLS
-// state with TLSState. errorLog, if not nil, is told of handshakes that
+// the clear; net/http still sets Request.TLS from the wrapper's
+// ConnectionState. errorLog, if not nil, is told of handshakes that
 // fail, as net/http would log them.
 func ProblemTLSListener(ln net.Listener, config *tls.Config, handshakeTimeout time.Duration, errorLog func(format string, args ...any)) net.Listener {
 	l := &tlsListener{inner: ln, config: config, timeout: handshakeTimeout, errorLog: errorLog,
-		conns: make(chan net.Conn), errs: make(chan error), ended: make(chan struct{}), done: make(chan struct{})}
+		conns: make(chan net.Conn), errs: make(chan error), ended: make(chan struct{}), done: make(chan struct{}), shaking: map[net.Conn]bool{}}
 	go l.acceptLoop()
 	return l
 }
@@ -176,6 +192,9 @@ type tlsListener struct {
 	err      error
 	done     chan struct{} // closed by Close
 	once     sync.Once
+
+	mu      sync.Mutex
+	shaking map[net.Conn]bool // raw connections whose handshake is in flight, closed by Close
 }
 
 // acceptLoop accepts connections of the inner listener and shakes their
@@ -186,8 +205,7 @@ func (l *tlsListener) acceptLoop() {
 	for {
 		raw, err := l.inner.Accept()
 		if err != nil {
-			var ne net.Error
-			if !errors.As(err, &ne) || !ne.Timeout() && !isTemporary(err) {
+			if !isTemporary(err) {
 				l.err = err // closed, or failed for good: Accept returns err from now on
 				close(l.ended)
 				return
@@ -202,20 +220,35 @@ func (l *tlsListener) acceptLoop() {
 			continue
 		}
 		backoff = 0
+		l.mu.Lock()
+		select {
+		case <-l.done:
+			l.mu.Unlock()
+			raw.Close()
+			return
+		default:
+		}
+		l.shaking[raw] = true
+		l.mu.Unlock()
 		go l.handshake(raw)
 	}
 }
 
 // isTemporary reports whether err is an accept error worth retrying (too
-// many open files, and the like), as net/http retries them.
+// many open files, and the like): those net/http's Serve retries.
 func isTemporary(err error) bool {
-	t, ok := err.(interface{ Temporary() bool })
-	return ok && t.Temporary()
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
 }
 
 // handshake makes raw's TLS handshake and hands the connection to Accept.
 // Plain HTTP sent instead is answered with a problem.
 func (l *tlsListener) handshake(raw net.Conn) {
+	defer func() {
+		l.mu.Lock()
+		delete(l.shaking, raw)
+		l.mu.Unlock()
+	}()
 	if l.timeout > 0 {
 		raw.SetDeadline(time.Now().Add(l.timeout))
 	}
@@ -235,7 +268,7 @@ func (l *tlsListener) handshake(raw net.Conn) {
 	raw.SetDeadline(time.Time{})
 	var c net.Conn = tc
 	if st := tc.ConnectionState(); st.NegotiatedProtocol != "h2" {
-		c = &problemConn{Conn: tc, tls: &st}
+		c = &tlsProblemConn{problemConn: problemConn{tc}, state: st}
 	}
 	select {
 	case l.conns <- c:
@@ -256,6 +289,11 @@ func looksLikeHTTP(hdr [5]byte) bool {
 
 func (l *tlsListener) Accept() (net.Conn, error) {
 	select {
+	case <-l.done:
+		return nil, net.ErrClosed
+	default:
+	}
+	select {
 	case c := <-l.conns:
 		return c, nil
 	case err := <-l.errs:
@@ -268,31 +306,15 @@ func (l *tlsListener) Accept() (net.Conn, error) {
 }
 
 func (l *tlsListener) Close() error {
-	l.once.Do(func() { close(l.done) })
+	l.once.Do(func() {
+		l.mu.Lock()
+		close(l.done)
+		for raw := range l.shaking { // their handshakes fail, and they hand nothing over
+			raw.Close()
+		}
+		l.mu.Unlock()
+	})
 	return l.inner.Close()
 }
 
 func (l *tlsListener) Addr() net.Addr { return l.inner.Addr() }
-
-// connTLSKey is the context key of a connection's TLS state.
-type connTLSKey struct{}
-
-// ConnContext is an http.Server's ConnContext for ProblemTLSListener: it
-// keeps the TLS state of a connection that net/http cannot see is TLS, for
-// TLSState.
-func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	if pc, ok := c.(*problemConn); ok && pc.tls != nil {
-		return context.WithValue(ctx, connTLSKey{}, pc.tls)
-	}
-	return ctx
-}
-
-// TLSState returns the TLS state of r's connection: r.TLS, or what
-// ConnContext kept; nil on a plain connection.
-func TLSState(r *http.Request) *tls.ConnectionState {
-	if r.TLS != nil {
-		return r.TLS
-	}
-	st, _ := r.Context().Value(connTLSKey{}).(*tls.ConnectionState)
-	return st
-}

@@ -98,7 +98,7 @@ func startTLS(t *testing.T, h http.Handler) (addr string, client *http.Client) {
 		t.Fatal(err)
 	}
 	cfg := &tls.Config{Certificates: cert.TLS.Certificates, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
-	srv := &http.Server{Handler: h, ConnContext: ConnContext, ErrorLog: log.New(io.Discard, "", 0)}
+	srv := &http.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0)}
 	go srv.Serve(ProblemTLSListener(ln, cfg, 5*time.Second, nil))
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String(), cert.Client()
@@ -110,7 +110,7 @@ func startTLS(t *testing.T, h http.Handler) (addr string, client *http.Client) {
 // is answered as a problem.
 func TestProblemTLSListener(t *testing.T) {
 	addr, client := startTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if TLSState(r) == nil {
+		if r.TLS == nil || !r.TLS.HandshakeComplete {
 			http.Error(w, "no TLS state", 500)
 			return
 		}

@@ -14,19 +14,26 @@ import (
 // drops it; a dropped client starts again with a full burst.
 const limiterIdle = 5 * time.Minute
 
-// maxLimiters bounds the clients tracked at once (about 200 bytes each).
-// Past it, a sweep drops the idle ones; if none is idle, the clients not
-// yet tracked share one bucket, so that a flood of new clients can neither
-// grow the table nor escape the limit.
+// maxLimiters bounds the source addresses tracked at once (about 200 bytes
+// each). Past it, a sweep drops the idle ones, at most once a
+// fullSweepEvery; if none is idle, the addresses not yet tracked share one
+// bucket, so that a flood of new addresses can neither grow the table nor
+// escape the limit, nor make every request pay for a sweep. Authenticated
+// callers are not counted: the auth file bounds them, and a flood of
+// addresses must not limit them.
 const maxLimiters = 1 << 16
 
+// fullSweepEvery is how often a full table of addresses is swept.
+const fullSweepEvery = time.Second
+
 // limiters holds one token bucket per client, dropping those idle for
-// limiterIdle in sweeps made lazily, at most once per limiterIdle or when
-// the table is full.
+// limiterIdle in sweeps made lazily, at most once per limiterIdle (or per
+// fullSweepEvery while the table of addresses is full).
 type limiters struct {
 	mu        sync.Mutex
-	clients   map[string]*bucket
-	overflow  *bucket // shared by the clients not tracked while the table is full
+	callers   map[string]*bucket // by Caller name: not capped
+	addrs     map[string]*bucket // by source address: at most max
+	overflow  *bucket            // shared by the addresses not tracked while the table is full
 	lastSweep time.Time
 	max       int // maxLimiters; tests lower it
 }
@@ -36,27 +43,33 @@ type bucket struct {
 	used time.Time
 }
 
-// allow takes a token from key's bucket. If none is left it returns the time
-// until one is.
-func (ls *limiters) allow(key string, limit rate.Limit, burst int, now time.Time) (bool, time.Duration) {
+// allow takes a token from the bucket of key (of a caller if caller, else
+// of an address). If none is left it returns the time until one is.
+func (ls *limiters) allow(key string, caller bool, limit rate.Limit, burst int, now time.Time) (bool, time.Duration) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ls.clients == nil {
-		ls.clients = make(map[string]*bucket)
+	if ls.addrs == nil {
+		ls.callers, ls.addrs = make(map[string]*bucket), make(map[string]*bucket)
 		ls.lastSweep = now
 		if ls.max == 0 {
 			ls.max = maxLimiters
 		}
 	}
-	c := ls.clients[key]
+	table := ls.addrs
+	if caller {
+		table = ls.callers
+	}
+	c := table[key]
 	if c == nil {
-		if now.Sub(ls.lastSweep) >= limiterIdle || len(ls.clients) >= ls.max {
+		since := now.Sub(ls.lastSweep)
+		if since >= limiterIdle || !caller && len(ls.addrs) >= ls.max && since >= fullSweepEvery {
 			ls.sweep(now)
 		}
-		if len(ls.clients) < ls.max {
+		switch {
+		case caller || len(ls.addrs) < ls.max:
 			c = &bucket{lim: rate.NewLimiter(limit, max(burst, 1))}
-			ls.clients[key] = c
-		} else {
+			table[key] = c
+		default:
 			if ls.overflow == nil {
 				ls.overflow = &bucket{lim: rate.NewLimiter(limit, max(burst, 1))}
 			}
@@ -77,9 +90,11 @@ func (ls *limiters) allow(key string, limit rate.Limit, burst int, now time.Time
 
 // sweep drops the clients idle for limiterIdle.
 func (ls *limiters) sweep(now time.Time) {
-	for k, c := range ls.clients {
-		if now.Sub(c.used) >= limiterIdle {
-			delete(ls.clients, k)
+	for _, table := range []map[string]*bucket{ls.callers, ls.addrs} {
+		for k, c := range table {
+			if now.Sub(c.used) >= limiterIdle {
+				delete(table, k)
+			}
 		}
 	}
 	ls.lastSweep = now
@@ -89,18 +104,18 @@ func (ls *limiters) sweep(now time.Time) {
 func (ls *limiters) len() int {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	return len(ls.clients)
+	return len(ls.callers) + len(ls.addrs)
 }
 
-// clientKey identifies the client of c for rate limiting: its caller's name
-// once authenticated (one principal is one client, from any address), else
-// its source address. Nothing the client sends unauthenticated makes it
-// another client.
-func clientKey(c *call) string {
+// clientKey identifies the client of c for rate limiting, and says whether
+// it is a caller: its caller's name once authenticated (one principal is
+// one client, from any address), else its source address. Nothing the
+// client sends unauthenticated makes it another client.
+func clientKey(c *call) (key string, caller bool) {
 	if c.caller != nil {
-		return "caller:" + c.caller.Name()
+		return c.caller.Name(), true
 	}
-	return "addr:" + addrKey(c.r.RemoteAddr)
+	return addrKey(c.r.RemoteAddr), false
 }
 
 // addrKey returns the network a remote address counts as: the IPv4
@@ -128,7 +143,8 @@ func (s *Server) rateLimit(c *call, now time.Time) error {
 	if s.RateLimit <= 0 || s.RateLimit == rate.Inf {
 		return nil
 	}
-	ok, d := s.limiters.allow(clientKey(c), s.RateLimit, s.RateBurst, now)
+	key, caller := clientKey(c)
+	ok, d := s.limiters.allow(key, caller, s.RateLimit, s.RateBurst, now)
 	if ok {
 		return nil
 	}

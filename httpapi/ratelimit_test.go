@@ -149,25 +149,38 @@ func TestAddrKey(t *testing.T) {
 	}
 }
 
-// TestLimiters_Bounded fills the table: past its size, new clients share
-// one bucket, and the table does not grow.
+// TestLimiters_Bounded fills the table of addresses: past its size, new
+// addresses share one bucket, the table does not grow, and a full table is
+// swept at most once a fullSweepEvery; callers are tracked all the same.
 func TestLimiters_Bounded(t *testing.T) {
 	ls := limiters{max: 4}
 	now := time.Now()
 	for i := range 4 {
-		ls.allow(strconv.Itoa(i), 1, 1, now)
+		ls.allow(strconv.Itoa(i), false, 1, 1, now)
 	}
-	if ok, _ := ls.allow("new-1", 1, 1, now); !ok {
-		t.Fatal("the first client past the table's size: refused, want the shared bucket's token")
+	if ok, _ := ls.allow("new-1", false, 1, 1, now); !ok {
+		t.Fatal("the first address past the table's size: refused, want the shared bucket's token")
 	}
-	if ok, _ := ls.allow("new-2", 1, 1, now); ok {
-		t.Fatal("a second client past the table's size: allowed, want the shared bucket empty")
+	if ok, _ := ls.allow("new-2", false, 1, 1, now); ok {
+		t.Fatal("a second address past the table's size: allowed, want the shared bucket empty")
 	}
-	if n := ls.len(); n != 4 {
-		t.Fatalf("%d clients, want 4", n)
+	if ok, _ := ls.allow("alice", true, 1, 1, now); !ok {
+		t.Fatal("a caller while the addresses fill the table: refused, want a bucket of its own")
 	}
-	// Once the tracked clients are idle, a sweep makes room.
-	if ok, _ := ls.allow("new-3", 1, 1, now.Add(limiterIdle)); !ok {
+	if n := ls.len(); n != 5 {
+		t.Fatalf("%d clients, want 4 addresses and 1 caller", n)
+	}
+	// Once the tracked addresses are idle, a sweep makes room; a sweep of a
+	// full table happens at most once a fullSweepEvery.
+	later := now.Add(limiterIdle)
+	ls.lastSweep = later
+	if ok, _ := ls.allow("new-3", false, 1, 1, later.Add(fullSweepEvery/2)); !ok {
+		t.Fatal("new-3 in the shared bucket, refilled: refused")
+	}
+	if n := ls.len(); n != 5 {
+		t.Fatalf("%d clients after a second within the sweep interval, want 5 (no sweep yet)", n)
+	}
+	if ok, _ := ls.allow("new-4", false, 1, 1, later.Add(fullSweepEvery)); !ok {
 		t.Fatal("after the others went idle: refused, want a bucket of its own")
 	}
 	if n := ls.len(); n != 1 {
@@ -178,13 +191,13 @@ func TestLimiters_Bounded(t *testing.T) {
 func TestLimiters_Evict(t *testing.T) {
 	var ls limiters
 	now := time.Now()
-	ls.allow("a", 1, 1, now)
-	ls.allow("b", 1, 1, now.Add(limiterIdle-time.Second))
-	ls.allow("c", 1, 1, now.Add(limiterIdle))
+	ls.allow("a", false, 1, 1, now)
+	ls.allow("b", false, 1, 1, now.Add(limiterIdle-time.Second))
+	ls.allow("c", true, 1, 1, now.Add(limiterIdle))
 	if n := ls.len(); n != 2 {
 		t.Fatalf("%d clients, want 2 (a evicted)", n)
 	}
-	if ok, _ := ls.allow("a", 1, 1, now.Add(limiterIdle)); !ok {
+	if ok, _ := ls.allow("a", false, 1, 1, now.Add(limiterIdle)); !ok {
 		t.Fatal("an evicted client starts with a full bucket")
 	}
 }

@@ -227,7 +227,9 @@ func (s *Server) admit(c *call, m match, now time.Time) error {
 	var authErr error
 	if s.Authenticate != nil && (how.access == onResource || how.access == anyValid || how.access == metricsAccess && s.ProtectMetrics) {
 		c.caller, authErr = s.Authenticate(c.r)
-		if authErr == nil && c.caller == nil { // an Authenticate that names nobody lets nobody in
+		if authErr == nil && (c.caller == nil || c.caller.Name() == "") {
+			// An Authenticate that names nobody lets nobody in: a caller
+			// without a name would own no lease and share its rate limit.
 			authErr = fmt.Errorf("%w: no caller", fence.ErrUnauthorized)
 		}
 		if authErr != nil {

@@ -81,8 +81,8 @@ func (db *DB) Close() error {
 }
 
 // Check reports whether the journal takes changes, for readiness probes:
-// not once it has failed, nor while its last write to the log failed (a
-// full disk).
+// not once it has failed, nor while its last write to the log failed for
+// want of space and there is still not enough free.
 func (db *DB) Check() error {
 	if err := db.Err(); err != nil {
 		return err
@@ -119,7 +119,7 @@ type engine struct {
 	snapping bool
 	snapN    uint64 // the number of the last snapshot
 	snapErr  error
-	writeErr error // the failure of the last append, nil if it succeeded
+	writeErr *writeError // the failure of the last append, nil if it succeeded
 }
 
 func openEngine(dir string, opts Options) (*engine, error) {
@@ -262,16 +262,25 @@ func (e *engine) Update(ctx context.Context, fn func(tx state.Tx) error) error {
 				len(e.payload), e.opts.SegmentSize, state.ErrNotApplied, fence.ErrTooLarge)
 		}
 		if err := e.roll(); err != nil {
-			return fmt.Errorf("journal: %w: %w", state.ErrNotApplied, err)
+			// Nothing of the record was written.
+			werr := &writeError{fmt.Errorf("start a new log segment: %w", err), int64(len(e.payload) + recordHeader)}
+			e.setWriteErr(werr)
+			return werr
 		}
 	}
 	if e.record, err = e.seg.append(e.record, e.payload); err != nil {
+		if !outOfSpace(err) {
+			// An I/O error: after a failed sync the kernel may have
+			// dropped pages it had reported written, so the journal
+			// cannot vouch for what it wrote before either. It stops.
+			return fmt.Errorf("journal: write the log: %w", err)
+		}
 		if cerr := e.seg.clear(e.seg.off, int64(len(e.record))); cerr != nil {
 			return fmt.Errorf("journal: write the log: %w (and the partial record could not be removed: %v)", err, cerr)
 		}
-		err = &writeError{err}
-		e.setWriteErr(err)
-		return err
+		werr := &writeError{err, int64(len(e.record))}
+		e.setWriteErr(werr)
+		return werr
 	}
 	e.setWriteErr(nil)
 	e.mu.Lock()
@@ -386,12 +395,35 @@ func (e *engine) check() error {
 	}
 	e.bgMu.Lock()
 	defer e.bgMu.Unlock()
+	if e.writeErr == nil {
+		return nil
+	}
+	// Ready again once the record that did not fit would, with room to
+	// spare, so that a server kept from writes while it is not ready can
+	// become ready again: the next change then finds the space.
+	if free, err := freeSpace(e.dir); err == nil && free >= e.writeErr.size+spaceMargin {
+		e.writeErr = nil
+		return nil
+	}
 	return e.writeErr
 }
 
-// writeError is a write to the log that failed (a full disk) and was
+// spaceMargin is the free space, beyond a record that did not fit, that
+// makes Check report the journal ready again.
+const spaceMargin = 1 << 20
+
+// writeError is a write to the log that failed for want of space and was
 // removed from it: the change was certainly not applied.
-type writeError struct{ err error }
+type writeError struct {
+	err  error
+	size int64 // of the record that did not fit
+}
+
+// outOfSpace reports whether err means the file system is full (or the
+// user's quota), which freeing space cures.
+func outOfSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
 
 func (e *writeError) Error() string {
 	return "writing the log failed, so the change was not applied; changes succeed again once the write does (free space if the disk is full): " + e.err.Error()
@@ -400,7 +432,7 @@ func (e *writeError) Error() string {
 func (e *writeError) Unwrap() []error { return []error{e.err, state.ErrNotApplied, fence.ErrClosed} }
 
 // setWriteErr records the failure of the last append, or its success (nil).
-func (e *engine) setWriteErr(err error) {
+func (e *engine) setWriteErr(err *writeError) {
 	e.bgMu.Lock()
 	e.writeErr = err
 	e.bgMu.Unlock()

@@ -17,3 +17,13 @@ func datasync(f *os.File) error {
 // punch would deallocate n bytes of f from off; this system has no
 // portable way to.
 func punch(f *os.File, off, n int64) error { return errors.ErrUnsupported }
+
+// freeSpace returns the bytes free to an unprivileged user on the file
+// system of dir.
+func freeSpace(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}

@@ -16,3 +16,13 @@ func datasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
 func punch(f *os.File, off, n int64) error {
 	return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
 }
+
+// freeSpace returns the bytes free to an unprivileged user on the file
+// system of dir.
+func freeSpace(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}

@@ -14,3 +14,7 @@ func datasync(f *os.File) error { return f.Sync() }
 // punch would deallocate n bytes of f from off; this system has no
 // portable way to.
 func punch(f *os.File, off, n int64) error { return errors.ErrUnsupported }
+
+// freeSpace would return the bytes free on the file system of dir; this
+// system has no portable way to say.
+func freeSpace(dir string) (int64, error) { return 0, errors.ErrUnsupported }

@@ -42,9 +42,16 @@ CREATE TABLE IF NOT EXISTS fence_resources (
 	ttl_ns      bigint NOT NULL,
 	expires_ns  bigint NOT NULL,
 	delay_ns    bigint NOT NULL,
-	owner       text NOT NULL DEFAULT ''
+	owner       text NOT NULL DEFAULT '',
+	owner_token bigint NOT NULL DEFAULT 0
 );
-ALTER TABLE fence_resources ADD COLUMN IF NOT EXISTS owner text NOT NULL DEFAULT '';
+DO $$ BEGIN
+	IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = 'fence_resources' AND column_name = 'owner_token') THEN
+		ALTER TABLE fence_resources ADD COLUMN IF NOT EXISTS owner text NOT NULL DEFAULT '',
+			ADD COLUMN owner_token bigint NOT NULL DEFAULT 0;
+	END IF;
+END $$;
 CREATE TABLE IF NOT EXISTS fence_entries (
 	resource text NOT NULL,
 	key      text NOT NULL,
@@ -301,7 +308,8 @@ func (s *Store) Load(ctx context.Context, fn func(name string, r state.Resource)
 		if err := tx.QueryRow(ctx, `SELECT rev FROM fence_leader WHERE id = 1`).Scan(&rev); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT name, last_token, last_fence, lease_token, holder, ttl_ns, expires_ns, delay_ns, owner FROM fence_resources`)
+		rows, err := tx.Query(ctx, `SELECT name, last_token, last_fence, lease_token, holder, ttl_ns, expires_ns, delay_ns,
+			CASE WHEN owner_token = lease_token THEN owner ELSE '' END FROM fence_resources`)
 		if err != nil {
 			return err
 		}
@@ -365,11 +373,16 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 			lastToken, lastFence, leaseToken = append(lastToken, int64(r.LastToken)), append(lastFence, int64(r.LastFence)), append(leaseToken, int64(r.LeaseToken))
 			ttl, expires, delay = append(ttl, int64(r.TTL)), append(expires, r.Expires), append(delay, int64(r.Delay))
 		}
-		b.Queue(`INSERT INTO fence_resources (name, last_token, last_fence, lease_token, holder, ttl_ns, expires_ns, delay_ns, owner)
-			SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[])
+		// owner_token says which lease owner belongs to: a server older
+		// than owners changes the lease and leaves owner as it was, which
+		// Load then ignores.
+		b.Queue(`INSERT INTO fence_resources (name, last_token, last_fence, lease_token, holder, ttl_ns, expires_ns, delay_ns, owner, owner_token)
+			SELECT n, lt, lf, le, h, tt, ex, de, o, le FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[])
+				AS u(n, lt, lf, le, h, tt, ex, de, o)
 			ON CONFLICT (name) DO UPDATE SET last_token = EXCLUDED.last_token, last_fence = EXCLUDED.last_fence,
 				lease_token = EXCLUDED.lease_token, holder = EXCLUDED.holder, ttl_ns = EXCLUDED.ttl_ns,
-				expires_ns = EXCLUDED.expires_ns, delay_ns = EXCLUDED.delay_ns, owner = EXCLUDED.owner`,
+				expires_ns = EXCLUDED.expires_ns, delay_ns = EXCLUDED.delay_ns, owner = EXCLUDED.owner,
+				owner_token = EXCLUDED.owner_token`,
 			names, lastToken, lastFence, leaseToken, holders, ttl, expires, delay, owners)
 	}
 	var putRes, putKeys, delRes, delKeys []string

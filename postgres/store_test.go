@@ -205,3 +205,49 @@ func TestStore_Failover(t *testing.T) {
 	}
 	t.Logf("%d changes acknowledged before the primary was killed; all there after the promotion", len(acks))
 }
+
+// TestStore_OwnerUpgrade opens a store on tables of a fence older than
+// lease owners: the columns are added, an old row loads without an owner,
+// and a lease that an older server changed after a newer one recorded an
+// owner loads without the stale owner.
+func TestStore_OwnerUpgrade(t *testing.T) {
+	conn := newStoreSchema(t, replicatedPG(t))
+	pool := newPool(t, conn)
+	ctx := t.Context()
+	// The table as fences before owners made it, with one lease.
+	if _, err := pool.Exec(ctx, `CREATE TABLE fence_resources (
+		name text PRIMARY KEY, last_token bigint NOT NULL, last_fence bigint NOT NULL,
+		lease_token bigint NOT NULL, holder text NOT NULL, ttl_ns bigint NOT NULL,
+		expires_ns bigint NOT NULL, delay_ns bigint NOT NULL);
+		INSERT INTO fence_resources VALUES ('old', 3, 3, 3, 'h', 1000000000, 0, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	s := newPGStore(t, conn, "http://127.0.0.1:1", false)
+	owners := func() map[string]string {
+		t.Helper()
+		got := map[string]string{}
+		if _, err := s.Load(ctx, func(name string, r state.Resource) error { got[name] = r.Owner; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := owners(); got["old"] != "" {
+		t.Fatalf("owners after the upgrade: %v, want none for old", got)
+	}
+	// A newer server records alice's lease; an older one then grants the
+	// next lease, leaving owner as it was.
+	if _, err := pool.Exec(ctx, `UPDATE fence_resources SET owner = 'alice', owner_token = 3 WHERE name = 'old'`); err != nil {
+		t.Fatal(err)
+	}
+	if got := owners(); got["old"] != "alice" {
+		t.Fatalf("owners: %v, want alice for old", got)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE fence_resources SET last_token = 4, last_fence = 4, lease_token = 4, holder = 'b' WHERE name = 'old'`); err != nil {
+		t.Fatal(err)
+	}
+	if got := owners(); got["old"] != "" {
+		t.Fatalf("owners after an older server's grant: %v, want none (alice's was for token 3)", got)
+	}
+	// Opening again changes nothing (the columns are there).
+	newPGStore(t, conn, "http://127.0.0.1:2", false)
+}

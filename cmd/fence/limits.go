@@ -75,8 +75,9 @@ type limitListener struct {
 	done chan struct{}
 	once sync.Once
 
-	mu   sync.Mutex
-	idle map[net.Conn]time.Time // connections idle between requests, since when
+	mu      sync.Mutex
+	idle    map[net.Conn]time.Time // connections idle between requests, since when
+	closing bool                   // an idle connection is being closed, its slot not yet free
 }
 
 // idleCheck is how often a waiting Accept looks for an idle connection to
@@ -127,9 +128,15 @@ func (l *limitListener) waitSlot() error {
 	}
 }
 
-// closeIdlest closes the connection idle longest, if one is idle.
+// closeIdlest closes the connection idle longest, if one is idle and none
+// is being closed already: a TLS connection's Close can take seconds, and
+// one slot is all a waiting Accept needs.
 func (l *limitListener) closeIdlest() {
 	l.mu.Lock()
+	if l.closing {
+		l.mu.Unlock()
+		return
+	}
 	var oldest net.Conn
 	var since time.Time
 	for c, t := range l.idle {
@@ -137,16 +144,22 @@ func (l *limitListener) closeIdlest() {
 			oldest, since = c, t
 		}
 	}
-	if oldest != nil {
-		delete(l.idle, oldest) // closed once, however often this runs
+	if oldest == nil {
+		l.mu.Unlock()
+		return
 	}
+	delete(l.idle, oldest) // closed once, however often this runs
+	l.closing = true
 	l.mu.Unlock()
-	if oldest != nil {
-		idleClosed.Inc()
-		// A TLS connection's Close writes a close_notify alert, which a
-		// client that does not read can hold for seconds: not here.
-		go oldest.Close()
-	}
+	idleClosed.Inc()
+	// A TLS connection's Close writes a close_notify alert, which a
+	// client that does not read can hold for seconds: not here.
+	go func() {
+		oldest.Close()
+		l.mu.Lock()
+		l.closing = false
+		l.mu.Unlock()
+	}()
 }
 
 // trackState is the http.Server's ConnState hook: it records which
@@ -171,6 +184,14 @@ type limitConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+}
+
+// CloseWrite half-closes the connection, if the one it wraps can.
+func (c *limitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 func (c *limitConn) Close() error {

@@ -22,6 +22,7 @@ import (
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/lock"
 	"github.com/fence-lock/fence/server"
+	"github.com/fence-lock/fence/wire"
 )
 
 // serveConfig is the configuration of fence serve.
@@ -267,7 +268,11 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 			var err error
 			if name := certName(r); bearer == "" && name != "" {
 				// A verified client certificate (--client-ca) stands for
-				// the principal named as its CommonName.
+				// the principal named as its CommonName; but on a request
+				// a standby forwarded, the certificate is the standby's.
+				if r.Header.Get(wire.ForwardedHeader) != "" {
+					return nil, fmt.Errorf("%w: a client certificate does not pass through a standby: send a bearer token, or send the request to the leader", fence.ErrUnauthorized)
+				}
 				p, err = tokens.IdentifyName(name)
 			} else {
 				p, err = tokens.Identify(bearer)
@@ -327,7 +332,6 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          errorLog,
-		ConnContext:       httpapi.ConnContext, // the TLS state of HTTP/1.1 connections, for certName
 	}
 	if limited != nil {
 		srv.ConnState = limited.trackState // which connections --max-conns may close when full

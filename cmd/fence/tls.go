@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-
-	"github.com/fence-lock/fence/httpapi"
 )
 
 // validateTLS checks the TLS flags of fence serve.
@@ -65,11 +63,10 @@ func (c *serveConfig) serverTLSConfig() (*tls.Config, error) {
 // certName returns the CommonName of r's verified client certificate, ""
 // when the connection has none (no TLS, or no --client-ca).
 func certName(r *http.Request) string {
-	st := httpapi.TLSState(r)
-	if st == nil || len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
 		return ""
 	}
-	return st.VerifiedChains[0][0].Subject.CommonName
+	return r.TLS.VerifiedChains[0][0].Subject.CommonName
 }
 
 // httpClient returns the HTTP client of the client commands: nil (the

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +25,7 @@ import (
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/auth"
 	"github.com/fence-lock/fence/client"
+	"github.com/fence-lock/fence/wire"
 )
 
 // testPKI writes a CA, a server certificate for 127.0.0.1 and client
@@ -231,6 +234,40 @@ func TestServeClientCA(t *testing.T) {
 	eve := tlsClient(t, "https://"+addr, clientConfig{CACert: pki.caFile, ClientCert: eveCert, ClientKey: eveKey})
 	if _, err := eve.Acquire(ctx, "orders/4", "h", 10*time.Second, 0); !errors.Is(err, fence.ErrUnauthorized) {
 		t.Fatalf("Acquire as eve (not in the auth file): %v, want unauthorized", err)
+	}
+
+	// Over HTTP/1.1 too (the clients above speak HTTP/2), the certificate
+	// is alice's; but not on a request that says a standby forwarded it,
+	// whose certificate would be the standby's.
+	pair, err := tls.LoadX509KeyPair(aliceCert, aliceKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := loadCertPool("ca", pki.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1 := &http.Client{Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, NextProtos: []string{"http/1.1"}},
+		TLSNextProto:    map[string]func(string, *tls.Conn) http.RoundTripper{}, // no HTTP/2
+	}}
+	for _, c := range []struct {
+		forwarded string
+		want      int
+	}{{"", 200}, {"https://standby.example:7700", 401}} {
+		req, _ := http.NewRequest("POST", "https://"+addr+"/v1/locks/orders%2F5/acquire", strings.NewReader(`{"holder":"h"}`))
+		if c.forwarded != "" {
+			req.Header.Set(wire.ForwardedHeader, c.forwarded)
+		}
+		resp, err := h1.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want || resp.ProtoMajor != 1 {
+			t.Fatalf("acquire over %s as alice's certificate, forwarded by %q: %d %s, want %d", resp.Proto, c.forwarded, resp.StatusCode, b, c.want)
+		}
 	}
 }
 
