@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -44,9 +46,20 @@ accepted with a lower token than a write already accepted on it. Both must
 be 0; "fenced" (writes rejected as stale) is 0 unless a lease expired.
 
 The run lasts --warmup (not counted) plus --duration, or until SIGINT; the
-report is printed either way. A live progress line goes to stderr (see
---progress). Exit status 0 when the run completed, even with errors (they are
-in the report); 1 when no operation succeeded.
+report is printed either way. While it runs, stderr shows the time elapsed
+and left, the operations and errors so far and the current rate (over the
+last second): on a terminal one line rewritten in place, elsewhere a plain
+line every 5s, and nothing with -o json (see --progress).
+
+With --report FILE.html it also writes one self-contained HTML page (inline
+SVG charts, nothing fetched: it reads offline and attaches to an issue): the
+figures of the report, throughput and errors over time, the p50, p90 and p99
+of each step over time, a latency histogram per step, the settings and the
+command line to run it again, and this machine (os/arch, CPUs, Go, fence
+version). It is written after the report, also when SIGINT ended the run.
+
+Exit status 0 when the run completed, even with errors (they are in the
+report); 1 when no operation succeeded or --report could not be written.
 
 Report with -o json: one JSON object on stdout, with the members
   workload, addr, clients, resources, ttl_ms, wait_ms, value_size, key
@@ -75,7 +88,7 @@ Report with -o json: one JSON object on stdout, with the members
                        that may have expired: legitimate, the cause of fenced`
 
 const benchExamples = `  fence bench --addr http://127.0.0.1:7700
-  fence bench --workload cycle --clients 16 --duration 30s
+  fence bench --workload cycle --clients 16 --duration 30s --report bench.html
   fence bench --workload contended --clients 16 --resources 1 -o json
   FENCE_ADDR=http://fence.internal:7700 fence bench --workload write --clients 8
 `
@@ -87,7 +100,12 @@ type benchConfig struct {
 	resourcesSet bool   // --resources was given
 	waitSet      bool   // --wait was given
 	progress     string // --progress: auto, always or never
+	report       string // --report: the HTML report's file, "" for none
 }
+
+// benchPlainEvery is how often the progress goes to stderr as a plain line
+// when stderr is not a terminal.
+const benchPlainEvery = 5 * time.Second
 
 func benchFlags(cfg *benchConfig, out io.Writer) *flag.FlagSet {
 	fs := newFlagSet("bench", benchSynopsis, benchExamples, out)
@@ -119,7 +137,8 @@ func benchFlags(cfg *benchConfig, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.ValueSize, "value-size", load.DefaultValueSize, "size in `bytes` of the value of every PUT")
 	fs.DurationVar(&cfg.Timeout, "timeout", load.DefaultTimeout, "time limit of each request (an acquire gets --wait on top)")
 	fs.StringVar(&cfg.Key, "key", load.DefaultKey, "`key` written in each resource (may contain '/')")
-	fs.StringVar(&cfg.progress, "progress", "auto", "`mode` of the live progress line on stderr: auto (when stderr is a terminal), always or never")
+	fs.StringVar(&cfg.progress, "progress", "auto", "`mode` of the live progress on stderr: auto (a line rewritten in place on a terminal, a plain line every 5s elsewhere, nothing with -o json), always (also with -o json) or never")
+	fs.StringVar(&cfg.report, "report", "", "also write an HTML report of the run (charts over time, histograms, settings) to `FILE`, e.g. bench.html")
 	return fs
 }
 
@@ -160,6 +179,12 @@ func (cfg *benchConfig) validate() error {
 	if err := cfg.Config.Validate(); err != nil {
 		return &usageError{fmt.Errorf("bench: %w", err)}
 	}
+	if cfg.report != "" {
+		// Found out now rather than after the run.
+		if fi, err := os.Stat(filepath.Dir(cfg.report)); err != nil || !fi.IsDir() {
+			return &usageError{fmt.Errorf("bench: --report %s: no such directory %s", cfg.report, filepath.Dir(cfg.report))}
+		}
+	}
 	return nil
 }
 
@@ -182,10 +207,11 @@ func bench(ctx context.Context, args []string, io stdio) error {
 	}
 
 	var line *progressLine
-	if cfg.progress == "always" || cfg.progress == "auto" && isTerminal(io.err) {
-		line = &progressLine{w: io.err, terminal: isTerminal(io.err)}
-		cfg.Config.Progress = func(p load.Progress) { line.show(benchProgress(p)) }
+	if cfg.progress == "always" || cfg.progress == "auto" && cfg.Output != "json" {
+		line = &progressLine{w: io.err, terminal: isTerminal(io.err), plainEvery: benchPlainEvery}
+		cfg.Config.Progress = func(p load.Progress) { line.show(benchProgress(p, cfg.Duration)) }
 	}
+	started := time.Now()
 	rep, err := load.Run(ctx, cfg.Config)
 	line.finish()
 	if err != nil {
@@ -198,6 +224,11 @@ func bench(ctx context.Context, args []string, io stdio) error {
 	}
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
+	}
+	if cfg.report != "" {
+		if err := writeBenchReport(cfg.report, &cfg, rep, started); err != nil {
+			return err
+		}
 	}
 	if rep.Ops == 0 {
 		return fmt.Errorf("bench: no operation succeeded%s", firstError(rep))
@@ -219,14 +250,26 @@ func firstError(rep *load.Report) string {
 	return fmt.Sprintf(" (%d errors; %d %s, e.g. %s)", rep.ErrorsTotal, most, code, rep.ErrorSamples[code])
 }
 
-// benchProgress is the text of the progress line of a bench run.
-func benchProgress(s load.Progress) string {
+// benchProgress is the text of the progress line of a bench run that
+// measures for duration: time elapsed and left, operations and errors so
+// far, and the current rate.
+func benchProgress(s load.Progress, duration time.Duration) string {
 	if s.Warmup {
-		return fmt.Sprintf("%5.1fs  warming up", s.Elapsed.Seconds())
+		return fmt.Sprintf("warming up %s, %s left", clock(s.Elapsed), clock(s.Remaining))
 	}
-	rate := 0.0
-	if s.Elapsed > 0 {
-		rate = float64(s.Ops) / s.Elapsed.Seconds()
+	return fmt.Sprintf("%s of %s, %s left  %d ops  %d errors  %.0f ops/s now",
+		clock(s.Elapsed), clock(duration), clock(s.Remaining), s.Ops, s.Errors, s.Rate)
+}
+
+// clock formats d for a progress line: 4.2s, 1m05s, 2h03m10s.
+func clock(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%.1fs", d.Seconds())
 	}
-	return fmt.Sprintf("%5.1fs  %d ops  %.0f ops/s  errors %d", s.Elapsed.Seconds(), s.Ops, rate, s.Errors)
+	d = d.Round(time.Second)
+	h, m, sec := int(d/time.Hour), int(d%time.Hour/time.Minute), int(d%time.Minute/time.Second)
+	if h > 0 {
+		return fmt.Sprintf("%dh%02dm%02ds", h, m, sec)
+	}
+	return fmt.Sprintf("%dm%02ds", m, sec)
 }

@@ -2,17 +2,24 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
-	"github.com/fence-lock/fence/fencetest"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fence-lock/fence/fencetest"
 	load "github.com/fence-lock/fence/internal/bench"
+	htmlreport "github.com/fence-lock/fence/internal/report"
 )
 
 // newBenchServer runs the lock service and bolt storage behind the HTTP API
@@ -26,10 +33,11 @@ func TestBench(t *testing.T) {
 	url := newBenchServer(t)
 
 	t.Run("JSON", func(t *testing.T) {
-		for _, workload := range []string{"cycle", "contended"} {
+		for _, tc := range []struct{ workload, progress string }{{"cycle", "always"}, {"contended", "auto"}} {
+			workload := tc.workload
 			var stdout, stderr bytes.Buffer
 			err := bench(t.Context(), []string{"--addr", url, "--workload", workload, "--clients", "3",
-				"--duration", "1s", "--warmup", "100ms", "-o", "json", "--progress", "always"},
+				"--duration", "1s", "--warmup", "100ms", "-o", "json", "--progress", tc.progress},
 				stdio{strings.NewReader(""), &stdout, &stderr})
 			if err != nil {
 				t.Fatalf("%s: %v\n%s", workload, err, stderr.String())
@@ -82,9 +90,12 @@ func TestBench(t *testing.T) {
 			if workload == "cycle" && (rep.Resources != 3 || rep.WaitMS != 0) {
 				t.Errorf("cycle: resources=%d wait_ms=%d, want the defaults 3 (--clients) and 0", rep.Resources, rep.WaitMS)
 			}
-			// Progress went to stderr, one line per second, not to stdout.
-			if !strings.Contains(stderr.String(), " ops/s  errors 0") {
-				t.Errorf("%s: stderr=%q, want progress lines", workload, stderr.String())
+			// With -o json, progress goes to stderr only if asked for.
+			if tc.progress == "always" && !strings.Contains(stderr.String(), " 0 errors ") {
+				t.Errorf("%s: stderr=%q, want a progress line", workload, stderr.String())
+			}
+			if tc.progress == "auto" && stderr.Len() != 0 {
+				t.Errorf("%s: stderr=%q, want no progress with -o json and --progress auto", workload, stderr.String())
 			}
 		}
 	})
@@ -93,7 +104,7 @@ func TestBench(t *testing.T) {
 		t.Setenv("FENCE_ADDR", url)         // the environment twin of --addr
 		t.Setenv("FENCE_WORKLOAD", "write") // and of --workload
 		var stdout, stderr bytes.Buffer
-		err := bench(t.Context(), []string{"--clients", "2", "--resources", "2", "--duration", "300ms", "--warmup", "0s"},
+		err := bench(t.Context(), []string{"--clients", "2", "--resources", "2", "--duration", "1100ms", "--warmup", "0s"},
 			stdio{strings.NewReader(""), &stdout, &stderr})
 		if err != nil {
 			t.Fatal(err)
@@ -103,8 +114,153 @@ func TestBench(t *testing.T) {
 				t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
 			}
 		}
+		// Not a terminal: plain lines, the first at the first tick (1 s).
+		if !regexp.MustCompile(`^1\.[01]s of 1\.1s, 0\.[01]s left  [1-9][0-9]* ops  0 errors  [1-9][0-9]* ops/s now\n$`).MatchString(stderr.String()) {
+			t.Errorf("stderr=%q, want one plain progress line", stderr.String())
+		}
+	})
+
+	t.Run("Report", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "bench.html")
+		var stdout, stderr bytes.Buffer
+		err := bench(t.Context(), []string{"--addr", url, "--clients", "2", "--duration", "1200ms", "--warmup", "0s",
+			"--key", "report/k", "--report", file, "-o", "json"}, stdio{strings.NewReader(""), &stdout, &stderr})
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr.String())
+		}
+		var rep load.Report
+		if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || rep.Ops == 0 {
+			t.Fatalf("stdout: %v, ops %d\n%s", err, rep.Ops, stdout.String())
+		}
+		doc := readReport(t, file, url)
+		want := []string{
+			"<title>fence bench: cycle workload, 2 client(s), 2 resource(s)</title>",
+			// The summary: the numbers of the JSON report.
+			fmt.Sprintf("<td>cycles</td><td>%d</td><td>%.1f/s</td>", rep.Ops, rep.OpsPerSec),
+			fmt.Sprintf("<td>acquisitions</td><td>%d</td>", rep.Acquisitions),
+			fmt.Sprintf("<td>overlaps</td><td>%d</td>", rep.Overlaps),
+			// The charts, with the run's 12 intervals of 100 ms.
+			`<section id="throughput">`, "<title>cycles/s</title>", "<title>errors/s</title>", "Each point is one 100ms interval",
+			// The configuration and the machine.
+			"<td>server</td><td>" + url + "</td>", "<td>key</td><td>report/k</td>", "<td>duration</td><td>1.2s</td>",
+			"fence bench --addr " + url + " --workload cycle --clients 2 --resources 2 --duration 1.2s --warmup 0s",
+			"<td>os/arch</td><td>" + runtime.GOOS + "/" + runtime.GOARCH + "</td>", "<td>go</td><td>" + runtime.Version() + "</td>",
+		}
+		for _, s := range []struct {
+			name string
+			l    *load.Latency
+		}{{"acquire", rep.Latency.Acquire}, {"write", rep.Latency.Write}, {"release", rep.Latency.Release}, {"cycle", rep.Latency.Cycle}} {
+			want = append(want,
+				fmt.Sprintf("<td>%s</td><td>%d</td><td>%s</td><td>%s</td>", s.name, s.l.Count, load.FormatMS(s.l.Mean), load.FormatMS(s.l.P50)),
+				"<title>"+s.name+" latency</title>",                                      // over time
+				fmt.Sprintf("<title>%s latency: %d requests</title>", s.name, s.l.Count)) // the histogram
+		}
+		for _, w := range want {
+			if !strings.Contains(doc, w) {
+				t.Errorf("the report lacks %q", w)
+			}
+		}
+		for _, series := range []string{"cycles/s", "errors/s"} {
+			if n := strings.Count(doc, "<title>"+series+" at "); n != 12 {
+				t.Errorf("%d points of %s, want one per interval, 12", n, series)
+			}
+		}
+		if strings.Contains(doc, "renew") || strings.Contains(doc, "Interrupted") {
+			t.Error("the report has a step the workload does not have, or says the run was interrupted")
+		}
 		if stderr.Len() != 0 {
-			t.Errorf("stderr=%q, want no progress when stderr is not a terminal", stderr.String())
+			t.Errorf("stderr=%q, want no progress with -o json", stderr.String())
+		}
+	})
+
+	t.Run("ReportInterrupted", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "bench.html")
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(500*time.Millisecond, cancel)
+		var stdout bytes.Buffer
+		err := bench(ctx, []string{"--addr", url, "--workload", "write", "--duration", "1m", "--warmup", "0s",
+			"--auth-token", "secret-token", "--report", file}, stdio{strings.NewReader(""), &stdout, io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc := readReport(t, file, url)
+		for _, w := range []string{"Interrupted: the figures cover", "<title>renew latency</title>", "<td>writes</td>",
+			"<td>auth</td><td>a bearer token (not shown)</td>"} {
+			if !strings.Contains(doc, w) {
+				t.Errorf("the report lacks %q", w)
+			}
+		}
+		if strings.Contains(doc, "secret-token") || strings.Contains(doc, "<td>release</td>") {
+			t.Error("the report shows the bearer token, or a release step the write workload does not have")
+		}
+	})
+}
+
+// readReport reads the HTML report at path and checks that it refers to
+// nothing outside itself. The report names the server, url, in its text
+// (which ExternalReferences counts, as it does any bare URL): that is no
+// reference, as long as it is not in an attribute.
+func readReport(t *testing.T, path, url string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte(`="`+url)) || !bytes.Contains(b, []byte(url)) {
+		t.Errorf("the report names the server %s in an attribute, or not at all", url)
+	}
+	if refs := htmlreport.ExternalReferences(bytes.ReplaceAll(b, []byte(url), []byte("the server"))); len(refs) > 0 {
+		t.Errorf("the report refers outside itself: %q", refs)
+	}
+	if !bytes.HasPrefix(b, []byte("<!DOCTYPE html>")) || !bytes.HasSuffix(b, []byte("</html>\n")) {
+		t.Errorf("the report is not one HTML document: %.200q", b)
+	}
+	return string(b)
+}
+
+func TestBenchProgress(t *testing.T) {
+	for _, tc := range []struct {
+		p    load.Progress
+		want string
+	}{
+		{load.Progress{Warmup: true, Elapsed: 500 * time.Millisecond, Remaining: 10500 * time.Millisecond}, "warming up 0.5s, 10.5s left"},
+		{load.Progress{Elapsed: 3 * time.Second, Remaining: 7 * time.Second, Ops: 1234, Errors: 2, Rate: 410.6},
+			"3.0s of 10.0s, 7.0s left  1234 ops  2 errors  411 ops/s now"},
+	} {
+		if got := benchProgress(tc.p, 10*time.Second); got != tc.want {
+			t.Errorf("benchProgress(%+v)=%q, want %q", tc.p, got, tc.want)
+		}
+	}
+	for d, want := range map[time.Duration]string{0: "0.0s", 59940 * time.Millisecond: "59.9s", time.Minute: "1m00s",
+		65*time.Second + 400*time.Millisecond: "1m05s", 2*time.Hour + 3*time.Minute + 10*time.Second: "2h03m10s"} {
+		if got := clock(d); got != want {
+			t.Errorf("clock(%v)=%q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	t.Run("Plain", func(t *testing.T) {
+		var b bytes.Buffer
+		now := time.Unix(0, 0)
+		p := &progressLine{w: &b, plainEvery: 5 * time.Second, now: func() time.Time { return now }}
+		for i := range 12 { // a tick a second
+			p.show(fmt.Sprintf("tick %d", i))
+			now = now.Add(time.Second)
+		}
+		p.finish()
+		if got, want := b.String(), "tick 0\ntick 5\ntick 10\n"; got != want {
+			t.Errorf("wrote %q, want %q: a line every 5 s", got, want)
+		}
+	})
+	t.Run("Terminal", func(t *testing.T) {
+		var b bytes.Buffer
+		p := &progressLine{w: &b, terminal: true, plainEvery: 5 * time.Second}
+		p.show("a longer line")
+		p.show("short") // padded over the longer one
+		p.finish()
+		if got, want := b.String(), "\ra longer line\rshort        \r             \r"; got != want {
+			t.Errorf("wrote %q, want %q: every update in place, then blanked out", got, want)
 		}
 	})
 }
@@ -144,6 +300,7 @@ func TestBench_BadFlags(t *testing.T) {
 		{"--addr", "ftp://127.0.0.1:7700"},
 		{"-o", "yaml"},
 		{"--progress", "sometimes"},
+		{"--report", filepath.Join(t.TempDir(), "missing", "bench.html")},
 		{"--no-such-flag"},
 		{"extra-argument"},
 	} {

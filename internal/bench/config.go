@@ -132,6 +132,15 @@ type Progress struct {
 
 	// Errors is the number of errors counted in the measured time.
 	Errors int64
+
+	// Remaining is the time left until the end of the run: of the warm-up
+	// and then Duration while Warmup, of Duration after.
+	Remaining time.Duration
+
+	// Rate is the number of operations per second since the previous
+	// Progress (or the start of the measurement): the current throughput,
+	// not the average. It is zero while Warmup.
+	Rate float64
 }
 
 // withDefaults returns c with its zero fields set to their defaults.

@@ -10,8 +10,11 @@
 // because it is useful on its own.
 //
 // Report.WriteText renders a Report for people; its JSON encoding is the
-// machine-readable form. Apart from that the package writes nothing: live
-// progress goes to Config.Progress.
+// machine-readable form. For plots, a Report also has its Timeline (the
+// measured time cut into at most MaxIntervals intervals: operations, errors
+// and latency quantiles per step in each) and the latency Histograms of the
+// steps, which the JSON form leaves out. Apart from that the package writes
+// nothing: live progress goes to Config.Progress.
 //
 // The package is not a client library for fence: it speaks just enough of
 // the HTTP API for its three workloads, on connections of its own.

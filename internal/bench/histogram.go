@@ -132,3 +132,39 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	}
 	return time.Duration(h.max)
 }
+
+// Bucket is a range of durations, [Lo, Hi), and the number of recorded
+// values in it.
+type Bucket struct {
+	Lo, Hi time.Duration
+	Count  int64
+}
+
+// LogBuckets returns the recorded values counted in buckets of a log scale,
+// perOctave (1 to 16) per power of two: bucket k holds [2^(k/perOctave),
+// 2^((k+1)/perOctave)) nanoseconds, values below 1 ns count in the bucket
+// of 1 ns, and a value may count in a neighbour of its bucket when it is
+// within 1% of the bound between them. The buckets run from the one of Min
+// to the one of Max, empty ones included; an empty histogram has none.
+func (h *Histogram) LogBuckets(perOctave int) []Bucket {
+	if h.count == 0 {
+		return nil
+	}
+	p := float64(min(max(perOctave, 1), 16))
+	index := func(v int64) int { return int(math.Floor(p * math.Log2(float64(max(v, 1))))) }
+	bound := func(k int) time.Duration { return time.Duration(math.Round(math.Exp2(float64(k) / p))) }
+	first, last := index(h.min), index(h.max)
+	out := make([]Bucket, last-first+1)
+	for k := range out {
+		out[k] = Bucket{Lo: bound(first + k), Hi: bound(first + k + 1)}
+	}
+	for i, c := range h.counts {
+		if c == 0 {
+			continue
+		}
+		lo, width := bucketRange(i)
+		v := min(max(lo+width/2, h.min), h.max)
+		out[index(v)-first].Count += int64(c)
+	}
+	return out
+}

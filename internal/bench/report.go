@@ -72,6 +72,14 @@ type Report struct {
 	// its lease but that lease may have expired: legitimate, and the reason
 	// for fenced writes.
 	ExpiredLeases int64 `json:"expired_leases"`
+
+	// Timeline is the measured time cut into intervals: throughput and
+	// latency over time. It is not part of the JSON form.
+	Timeline *Timeline `json:"-"`
+	// Histograms holds the histogram of the latencies of each step that
+	// Latency has, by the step's name ("acquire", "write", "renew",
+	// "release", "cycle"). It is not part of the JSON form.
+	Histograms map[string]*Histogram `json:"-"`
 }
 
 // Steps holds the latency of each step a workload measures; the steps it
@@ -111,6 +119,21 @@ func NewLatency(h *Histogram) *Latency {
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
+// step returns the field of s's latency.
+func (s *Steps) step(st step) **Latency {
+	switch st {
+	case stepAcquire:
+		return &s.Acquire
+	case stepWrite:
+		return &s.Write
+	case stepRenew:
+		return &s.Renew
+	case stepRelease:
+		return &s.Release
+	}
+	return &s.Cycle
+}
+
 // report sums the clients' counts into the Report.
 func (r *runner) report(clients []*client) *Report {
 	cfg := r.cfg
@@ -130,9 +153,11 @@ func (r *runner) report(clients []*client) *Report {
 		Overlaps:      r.overlaps.Load(),
 		Regressions:   r.regressions.Load(),
 		ExpiredLeases: r.expiries.Load(),
+		Histograms:    map[string]*Histogram{},
 	}
 	var hist [nSteps]Histogram
 	for i, c := range clients {
+		r.timeline.add(&c.tally)
 		for s := range hist {
 			hist[s].Merge(&c.hist[s])
 		}
@@ -156,14 +181,15 @@ func (r *runner) report(clients []*client) *Report {
 		rep.OpsPerSec = float64(rep.Ops) / elapsed.Seconds()
 		rep.AcquisitionsPerSec = float64(rep.Acquisitions) / elapsed.Seconds()
 	}
-	rep.Latency.Acquire = NewLatency(&hist[stepAcquire])
-	rep.Latency.Write = NewLatency(&hist[stepWrite])
+	steps := []step{stepAcquire, stepWrite, stepRelease, stepCycle}
 	if cfg.Workload == Write {
-		rep.Latency.Renew = NewLatency(&hist[stepRenew])
-	} else {
-		rep.Latency.Release = NewLatency(&hist[stepRelease])
-		rep.Latency.Cycle = NewLatency(&hist[stepCycle])
+		steps = []step{stepAcquire, stepWrite, stepRenew}
 	}
+	for _, s := range steps {
+		*rep.Latency.step(s) = NewLatency(&hist[s])
+		rep.Histograms[stepNames[s]] = &hist[s]
+	}
+	rep.Timeline = r.timeline.result(elapsed)
 	return rep
 }
 
@@ -206,7 +232,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(&b, "  %-14s %10d %9s %9s %9s %9s %9s\n", s.name, s.l.Count,
-			num(s.l.Mean), num(s.l.P50), num(s.l.P99), num(s.l.P999), num(s.l.Max))
+			FormatMS(s.l.Mean), FormatMS(s.l.P50), FormatMS(s.l.P99), FormatMS(s.l.P999), FormatMS(s.l.Max))
 	}
 
 	fmt.Fprintf(&b, "\n%-16s %10d\n", "errors", r.ErrorsTotal)
@@ -222,8 +248,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	return err
 }
 
-// num formats milliseconds with three or four significant digits.
-func num(v float64) string {
+// FormatMS formats milliseconds as WriteText does, with three or four
+// significant digits.
+func FormatMS(v float64) string {
 	switch {
 	case v < 10:
 		return fmt.Sprintf("%.3f", v)

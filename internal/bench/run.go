@@ -23,6 +23,9 @@ const (
 	nSteps
 )
 
+// stepNames are the steps' names in Report and Timeline.
+var stepNames = [nSteps]string{"acquire", "write", "renew", "release", "cycle"}
+
 const (
 	// drainGrace bounds how long the clients may take, after the measured
 	// time, to finish the requests in flight and give their leases back
@@ -60,6 +63,7 @@ type runner struct {
 	value     []byte // the value of every PUT; read-only
 
 	start, from, to time.Time // started, measuring from, measuring to
+	timeline        *timeline // of the measured time
 
 	stopped                         atomic.Pointer[time.Time] // when the caller's ctx was cancelled, if it was
 	ops, errs                       atomic.Int64              // in the measured time, for Progress
@@ -81,6 +85,7 @@ type client struct {
 	errors       map[string]int64
 	samples      map[string]string // the first error message of each code
 	streak       int               // failed operations in a row
+	tally        tally             // the counts of the client's current interval of the timeline
 }
 
 // Run runs the benchmark cfg describes against a fence server and returns
@@ -101,7 +106,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Holder = fmt.Sprintf("bench-%08x", rand.Uint32())
 	}
 	base := strings.TrimRight(cfg.Addr, "/")
-	r := &runner{cfg: cfg, value: make([]byte, cfg.ValueSize)}
+	r := &runner{cfg: cfg, value: make([]byte, cfg.ValueSize), timeline: newTimeline(cfg.Duration)}
 	for i := range r.value {
 		r.value[i] = 'a' + byte(i%26)
 	}
@@ -119,6 +124,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			conn:    newConn(holder, cfg.TTL.Milliseconds(), cfg.Wait.Milliseconds()),
 			errors:  map[string]int64{},
 			samples: map[string]string{},
+			tally:   tally{interval: -1},
 		}
 		clients[i].conn.authToken = cfg.AuthToken
 		defer clients[i].conn.close()
@@ -162,6 +168,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 func (r *runner) progress(doneC <-chan struct{}) {
 	t := time.NewTicker(r.cfg.ProgressInterval)
 	defer t.Stop()
+	var lastOps int64
+	var rate float64
+	lastAt := r.from
 	for {
 		select {
 		case <-doneC:
@@ -169,11 +178,20 @@ func (r *runner) progress(doneC <-chan struct{}) {
 		case <-t.C:
 		}
 		now := time.Now()
-		p := Progress{Ops: r.ops.Load(), Errors: r.errs.Load()}
+		p := Progress{Ops: r.ops.Load(), Errors: r.errs.Load(), Remaining: max(r.to.Sub(now), 0)}
 		if now.Before(r.from) {
 			p.Warmup, p.Elapsed = true, now.Sub(r.start)
 		} else {
 			p.Elapsed = min(now.Sub(r.from), r.cfg.Duration)
+			end := now
+			if end.After(r.to) {
+				end = r.to
+			}
+			if d := end.Sub(lastAt); d > 0 { // else past the end: the last rate stands
+				rate = float64(p.Ops-lastOps) / d.Seconds()
+				lastOps, lastAt = p.Ops, end
+			}
+			p.Rate = rate
 		}
 		r.cfg.Progress(p)
 	}
@@ -428,6 +446,7 @@ func (c *client) granted(res *resource, t0, t1 time.Time) {
 	handoff := c.r.granted(res, c.id, t0, t1)
 	if c.r.inWindow(t1) {
 		c.hist[stepAcquire].Record(t1.Sub(t0))
+		c.at(t1).steps[stepAcquire].record(t1.Sub(t0))
 		c.acquisitions++
 		if handoff {
 			c.handoffs++
@@ -439,7 +458,22 @@ func (c *client) granted(res *resource, t0, t1 time.Time) {
 func (c *client) record(s step, t0, t1 time.Time) {
 	if c.r.inWindow(t1) {
 		c.hist[s].Record(t1.Sub(t0))
+		c.at(t1).steps[s].record(t1.Sub(t0))
 	}
+}
+
+// at returns the client's tally of the timeline's interval that holds t, a
+// time in the measured window. When t is in another interval than the
+// tally's, at adds the tally to the timeline and starts the one of t's
+// interval. The times a client passes only grow, so that this happens once
+// per interval.
+func (c *client) at(t time.Time) *tally {
+	i := c.r.timeline.index(t.Sub(c.r.from))
+	if i != c.tally.interval {
+		c.r.timeline.add(&c.tally)
+		c.tally.interval = i
+	}
+	return &c.tally
 }
 
 // succeed counts an operation that completed at t.
@@ -447,6 +481,7 @@ func (c *client) succeed(t time.Time) {
 	c.streak = 0
 	if c.r.inWindow(t) {
 		c.ops++
+		c.at(t).ops++
 		c.r.ops.Add(1)
 	}
 }
@@ -462,6 +497,7 @@ func (c *client) fail(ctx context.Context, t time.Time, err error) {
 	}
 	code := errorCode(err)
 	c.errors[code]++
+	c.at(t).errors++
 	if _, ok := c.samples[code]; !ok {
 		c.samples[code] = err.Error()
 	}

@@ -58,7 +58,13 @@ func TestRun(t *testing.T) {
 			cfg.ValueSize = DefaultValueSize
 			cfg.ProgressInterval = 200 * time.Millisecond
 			var progress atomic.Int64
-			cfg.Progress = func(Progress) { progress.Add(1) }
+			var measured []Progress // Progress is called from one goroutine, and not after Run returns
+			cfg.Progress = func(p Progress) {
+				progress.Add(1)
+				if !p.Warmup {
+					measured = append(measured, p)
+				}
+			}
 			rep, err := Run(t.Context(), cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -79,6 +85,12 @@ func TestRun(t *testing.T) {
 			if progress.Load() == 0 {
 				t.Error("Progress was never called")
 			}
+			for i, p := range measured {
+				if p.Rate <= 0 || p.Remaining != cfg.Duration-p.Elapsed && p.Elapsed < cfg.Duration {
+					t.Errorf("Progress %d = %+v, want a rate and the time left of %v", i, p, cfg.Duration)
+				}
+			}
+			checkTimeline(t, rep, cfg.Duration)
 			if rep.ClientOpsMin > rep.ClientOpsMax || rep.ClientOpsMax == 0 {
 				t.Errorf("ClientOpsMin,Max=%d,%d", rep.ClientOpsMin, rep.ClientOpsMax)
 			}
@@ -138,6 +150,7 @@ func TestRun_Interrupted(t *testing.T) {
 	if rep.ErrorsTotal != 0 {
 		t.Fatalf("Errors=%v: cancelled requests must not count", rep.ErrorSamples)
 	}
+	checkTimeline(t, rep, time.Duration(rep.DurationS*float64(time.Second)))
 	for _, r := range []string{"bench-0", "bench-1"} {
 		if held(t, url, r) {
 			t.Errorf("%s is still held after an interrupted run", r)
@@ -195,6 +208,7 @@ func TestRun_DetectsOverlaps(t *testing.T) {
 	if rep.Errors["lease_lost"] == 0 || rep.ErrorSamples["lease_lost"] == "" {
 		t.Fatalf("Errors=%v ErrorSamples=%v, want lease_lost counted with a sample", rep.Errors, rep.ErrorSamples)
 	}
+	checkTimeline(t, rep, 300*time.Millisecond)
 }
 
 func TestRunner_Checks(t *testing.T) {
@@ -301,5 +315,55 @@ func TestEndpoints(t *testing.T) {
 	e := newEndpoints("http://h", "bench-0", "a b/c%d")
 	if e.kv != "http://h/v1/kv/bench-0/a%20b/c%25d" || e.acquire != "http://h/v1/locks/bench-0/acquire" {
 		t.Fatalf("endpoints=%+v", e)
+	}
+}
+
+// checkTimeline checks that rep's Timeline covers the measured time, and
+// that its intervals and rep's Histograms add up to the totals of rep.
+func checkTimeline(t *testing.T, rep *Report, measured time.Duration) {
+	t.Helper()
+	tl := rep.Timeline
+	if tl == nil || tl.Interval != intervalFor(measured) && !rep.Interrupted {
+		t.Fatalf("Timeline=%+v, want intervals of %v", tl, intervalFor(measured))
+	}
+	want := int((measured + tl.Interval - 1) / tl.Interval)
+	if len(tl.Intervals) != want || tl.Intervals[0].Start != 0 || (tl.Intervals[len(tl.Intervals)-1].End-measured).Abs() > time.Microsecond {
+		t.Fatalf("%d intervals from %v to %v, want %d from 0 to %v", len(tl.Intervals),
+			tl.Intervals[0].Start, tl.Intervals[len(tl.Intervals)-1].End, want, measured)
+	}
+	var ops, errs int64
+	counts := map[string]int64{}
+	for i, iv := range tl.Intervals {
+		if i > 0 && iv.Start != tl.Intervals[i-1].End || iv.Seconds() <= 0 {
+			t.Errorf("interval %d is %v to %v, after one that ends at %v", i, iv.Start, iv.End, tl.Intervals[max(i-1, 0)].End)
+		}
+		ops += iv.Ops
+		errs += iv.Errors
+		for step, q := range iv.Latency {
+			counts[step] += q.Count
+			if q.Count == 0 || q.P50 <= 0 || q.P50 > q.P90 || q.P90 > q.P99 || q.P99 > q.Max {
+				t.Errorf("interval %d: %s %+v, want ordered quantiles", i, step, q)
+			}
+		}
+	}
+	if ops != rep.Ops || errs != rep.ErrorsTotal {
+		t.Errorf("the intervals have %d ops and %d errors, the report %d and %d", ops, errs, rep.Ops, rep.ErrorsTotal)
+	}
+	for name, l := range map[string]*Latency{"acquire": rep.Latency.Acquire, "write": rep.Latency.Write,
+		"renew": rep.Latency.Renew, "release": rep.Latency.Release, "cycle": rep.Latency.Cycle} {
+		h := rep.Histograms[name]
+		if l == nil {
+			if h != nil || counts[name] != 0 {
+				t.Errorf("%s: a histogram or latencies over time for a step the workload does not have", name)
+			}
+			continue
+		}
+		hc := int64(-1)
+		if h != nil {
+			hc = h.Count()
+		}
+		if hc != l.Count || counts[name] != l.Count {
+			t.Errorf("%s: Latency.Count=%d, the histogram's %d, the intervals' %d", name, l.Count, hc, counts[name])
+		}
 	}
 }

@@ -119,6 +119,8 @@ table { border-collapse: collapse; margin: 0.5em 0; }
 th, td { text-align: left; padding: 0.2em 0.8em 0.2em 0; border-bottom: 1px solid #eceef2; font-variant-numeric: tabular-nums; }
 pre { background: #f5f6f8; padding: 0.6em; overflow-x: auto; }
 svg { max-width: 100%; height: auto; }
+figure { margin: 1em 0; }
+figcaption { color: #5b6475; font-size: 0.9em; }
 `
 
 var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
@@ -140,10 +142,11 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 </html>
 `))
 
-// externalRef matches what would make a browser fetch something: a src or
-// href that is not an anchor in the page (#...) nor data:, a CSS url() or
-// @import, and a bare http(s) URL.
-var externalRef = regexp.MustCompile(`(?i)(?:\b(?:src|href|xlink:href)\s*=\s*["']?(?:[^"'#\s>][^"'\s>]*))|url\(\s*["']?[^"')#\s][^"')]*|@import|\bhttps?://[^\s"'<]+`)
+// externalRef matches what would make a browser fetch something, or send
+// the reader elsewhere: a src or href that is not an anchor in the page
+// (#...) nor data:, a CSS url() or @import. A URL in the text (the server
+// a run was aimed at) is none of those.
+var externalRef = regexp.MustCompile(`(?i)(?:\b(?:src|href|xlink:href|action)\s*=\s*["']?(?:[^"'#\s>][^"'\s>]*))|url\(\s*["']?[^"')#\s][^"')]*|@import`)
 
 // ExternalReferences returns the places in doc, an HTML document, that
 // would make a browser fetch something from outside the file (data: URLs

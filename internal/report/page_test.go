@@ -36,7 +36,8 @@ func TestExternalReferences(t *testing.T) {
 		`<style>@import "x.css";</style>`:               1,
 		`<div style="background: url(x.png)">`:          1,
 		`<div style="fill: url(#grad)">`:                0,
-		`see http://example.com`:                        1,
+		`<form action="https://example.com/x">`:         1,
+		`see http://example.com`:                        0,
 		`<svg><use xlink:href="#dot"/></svg>`:           0,
 		`<image xlink:href="http://example.com/a.png">`: 1,
 	} {
