@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/fence-lock/fence/internal/report"
 	"github.com/fence-lock/fence/internal/testserver"
 )
 
@@ -102,11 +104,13 @@ func runClusterChaos(t *testing.T, args ...string) (chaosJSON, int, string) {
 // writer epoch must hold, and each of the cluster's faults must have been
 // injected. Seed 1 draws the four cluster faults first.
 func TestChaos_ClusterEtcd(t *testing.T) {
-	rep, code, dir := runClusterChaos(t, "--cluster", "etcd", "--duration", "22s", "--seed", "1")
+	html := filepath.Join(t.TempDir(), "cluster.html")
+	rep, code, dir := runClusterChaos(t, "--cluster", "etcd", "--duration", "22s", "--seed", "1", "--report", html)
 	t.Logf("%+v", rep)
 	if code != 0 || !rep.OK || rep.Violations != 0 || rep.LostAckedWrites != 0 {
 		t.Fatalf("exit %d, report %+v; history and logs in %s", code, rep, dir)
 	}
+	checkClusterReport(t, html, rep)
 	for _, kind := range []string{"leader-kill", "leader-pause", "engine-kill", "engine-net"} {
 		if rep.Faults[kind] == 0 {
 			t.Errorf("no %s fault was injected: %v", kind, rep.Faults)
@@ -150,5 +154,28 @@ func TestChaos_ClusterPostgres(t *testing.T) {
 	}
 	if rep.Faults["engine-kill"] != 1 {
 		t.Errorf("engine-kill %d times, want once (the failover): %v", rep.Faults["engine-kill"], rep.Faults)
+	}
+}
+
+// checkClusterReport checks the --report of a cluster run: self-contained,
+// it draws every fault of the run, each as its kind.
+func checkClusterReport(t *testing.T, path string, rep chaosJSON) {
+	t.Helper()
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs := report.ExternalReferences(doc); len(refs) > 0 {
+		t.Errorf("the report refers outside itself: %q", refs)
+	}
+	class := map[string]string{"pause": "s-pause", "net": "s-net", "leader-kill": "s-kill", "leader-pause": "s-pause", "engine-kill": "s-kill", "engine-net": "s-net"}
+	for kind, n := range rep.Faults {
+		re := regexp.MustCompile(`<g class="span ` + class[kind] + `" id="fault-\d+"><title>fault \d+ · ` + regexp.QuoteMeta(kind) + ` `)
+		if got := len(re.FindAll(doc, -1)); got != n {
+			t.Errorf("the report draws %d %s faults, the run had %d", got, kind, n)
+		}
+	}
+	if !bytes.Contains(doc, []byte("cluster on etcd (3 fence servers)")) || !bytes.Contains(doc, []byte(`<p class="verdict ok">`)) {
+		t.Error("the report does not say what the run tested, or its verdict")
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/chromedp/chromedp"
 )
 
 // benchReportScreenshot is the README's picture of a fence bench report,
@@ -75,34 +73,8 @@ func TestBenchReport(t *testing.T) {
 	b.noProblems()
 
 	if *updateScreenshots {
-		writeBenchReportScreenshot(t, b)
+		writeReportScreenshot(t, b, "#latency", benchReportScreenshot)
 	}
-}
-
-// writeBenchReportScreenshot writes docs/img/bench-report.png: the top of
-// the report, 1100 pixels wide, down to the end of the latency over time
-// (the summary, throughput and latency over time).
-func writeBenchReportScreenshot(t *testing.T, b *browser) {
-	t.Helper()
-	if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(1100, 800)); err != nil {
-		t.Fatal(err)
-	}
-	bottom := eval[float64](b, `document.querySelector("#latency").getBoundingClientRect().bottom + window.scrollY`)
-	if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(1100, int64(bottom)+8)); err != nil {
-		t.Fatal(err)
-	}
-	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(png) > 300<<10 {
-		t.Errorf("the screenshot has %d KiB, want at most 300 for the README", len(png)>>10)
-	}
-	path := filepath.Join("..", "docs", "img", benchReportScreenshot)
-	if err := os.WriteFile(path, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("wrote %s (%d KiB)", path, len(png)>>10)
 }
 
 // withoutFenceEnv is the environment of this process without its FENCE_

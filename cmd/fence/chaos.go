@@ -26,6 +26,7 @@ const chaosExamples = `  fence chaos --duration 1m                        # embe
   FENCE_AUTH_TOKEN=... fence chaos --addr https://fence.internal:7700 --cacert ca.pem --faults pause,net
   FENCE_GUARD=postgres://app@db.internal/app fence chaos --duration 5m   # writes through the guard
   fence chaos --unsafe --duration 30s              # storage without fencing: must find violations
+  fence chaos --duration 2m --seed 42 --report run.html   # a report to read offline, or attach to an issue
   fence chaos --cluster etcd --duration 2m         # 3 servers on 3 etcd members, every cluster fault
   fence chaos --cluster postgres --faults leader-pause,engine-kill --duration 1m
   fence chaos --cluster etcd --unsafe-epoch --duration 30s   # no writer-epoch check: must find violations
@@ -101,12 +102,35 @@ check off, and favours leader-pause (two faults in three): a deposed leader's
 commits then go through, and the checker must report violations (a 30 s run
 found them every time we tried).
 
+While it runs, a progress line on stderr says how far it is: the time
+elapsed and left, the operations, errors (failed or of unknown outcome) and
+fenced writes so far, the current rate and the faults injected by kind;
+then, while the checkers work, the resource being checked (n of m) and the
+time taken. On a terminal it is one line, rewritten in place; elsewhere a
+plain line every 5 s; with -o json none, unless --progress always. With
+--progress never there is none. The log line of each fault comes either way.
+
+--report FILE.html writes the run as one self-contained HTML file (inline
+styles and SVG: it fetches nothing), to read offline or attach to an issue:
+the verdict of each checker; a timeline per resource of the grants (with
+their tokens), accepted, fenced and ambiguous writes, one row per client,
+with the faults drawn across it (the pauses on the paused client's row,
+kills and network faults across every resource), so that a paused holder
+is seen to wake up and be fenced; the operations and faults counted; the
+faults one by one; the configuration, with the seed and a command line that
+replays the schedule, and fence's version. When a checker fails, each
+violation links to the operations it names in the timeline, and porcupine's
+visualisation of the resources that are not linearizable is embedded. The
+timeline draws up to 12 resources (those that violations name first) and,
+of each, a sample of 600 operations besides every fenced write, every fault
+and every operation that a violation names; it says what it left out.
+
 -o json prints one object: ops, faults (by kind), accepted, fenced,
 violations, lost_acked_writes, pauses_past_ttl, fenced_by_pauses,
 server_restarts, takeovers, checkers, linearizability, seed, duration_s,
-history, cluster, unsafe_epoch, guard, ok. The last line on stderr before
-the report says how long the check took and the peak RSS of the harness and
-checker.`
+history, report, cluster, unsafe_epoch, guard, ok. The last line on stderr
+before the report says how long the check took and the peak RSS of the
+harness and checker.`
 
 // chaosCmd is fence chaos.
 func chaosCmd(ctx context.Context, args []string, std stdio) error {
@@ -114,11 +138,12 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 		cfg                      chaos.Config
 		ccfg                     clientConfig // --auth-token and the TLS flags
 		addr, hist, out          string
+		progress, reportPath     string
 		seed                     uint64
 		clients, resources, keys int
 	)
 	var faults faultsFlag
-	fs := newFlagSet("chaos", "fence chaos [--addr URL [--auth-token T] [--cacert F] | --cluster etcd|postgres [--unsafe-epoch]] [--guard POSTGRES-URL] [--duration D] [--fault-every D] [--clients N] [--resources M] [--seed S] [--faults KINDS] [--unsafe] [--history FILE] [-o json]\n\n"+chaosHelp, chaosExamples, std.out)
+	fs := newFlagSet("chaos", "fence chaos [--addr URL [--auth-token T] [--cacert F] | --cluster etcd|postgres [--unsafe-epoch]] [--guard POSTGRES-URL] [--duration D] [--fault-every D] [--clients N] [--resources M] [--seed S] [--faults KINDS] [--unsafe] [--history FILE] [--report FILE.html] [--progress MODE] [-o json]\n\n"+chaosHelp, chaosExamples, std.out)
 	fs.Var(cmdLineOnly{&addr}, "addr", "base `URL` of a fence server to test, http:// or https:// (default: an embedded one; FENCE_ADDR is not read)")
 	addAuthTokenFlag(fs, &ccfg)
 	addTLSClientFlags(fs, &ccfg)
@@ -138,12 +163,17 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	fs.DurationVar(&cfg.ElectionTTL, "election-ttl", 0, "with --cluster: the servers' --election-ttl (default theirs, 2s); leader-pause outlasts it")
 	fs.BoolVar(&cfg.UnsafeEpoch, "unsafe-epoch", false, "with --cluster: the servers skip the writer-epoch check, and two faults in three are leader-pauses (the checker must find violations)")
 	fs.StringVar(&hist, "history", "", "write the history to `FILE` as JSON lines, as the run goes (and the linearizability HTML next to it on failure; with --cluster, the servers' logs fence1.log ... too); without it, they go to a temporary directory, kept only on failure")
+	fs.StringVar(&reportPath, "report", "", "write the run as one self-contained HTML `FILE` (a timeline of grants, writes and faults per resource, the checkers' verdicts, the configuration), to read offline or attach to an issue")
+	fs.StringVar(&progress, "progress", "auto", "`mode` of the progress on stderr: auto (a line rewritten in place on a terminal, a plain line every 5s elsewhere, none with -o json), always or never")
 	addOutputFlag(fs, &out)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if out != "text" && out != "json" {
 		return &usageError{fmt.Errorf("chaos: --output %q: want text or json", out)}
+	}
+	if progress != "auto" && progress != "always" && progress != "never" {
+		return &usageError{fmt.Errorf("chaos: --progress %q: want auto, always or never", progress)}
 	}
 	if addr != "" {
 		var err error
@@ -182,7 +212,10 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 		return fmt.Errorf("chaos: finding the fence binary: %w", err)
 	}
 	cfg.Binary, cfg.Addr, cfg.Seed, cfg.Clients, cfg.Resources, cfg.Keys = binary, addr, seed, clients, resources, keys
-	cfg.Log = slog.New(slog.NewTextHandler(std.err, &slog.HandlerOptions{
+	// The log lines go through the progress line, which a terminal shows
+	// under them.
+	prog := newChaosProgress(std.err, progress == "always" || progress == "auto" && out == "text", cfg.Faults)
+	cfg.Log = slog.New(slog.NewTextHandler(prog, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey {
 				return slog.Attr{}
@@ -213,6 +246,16 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	if err := cfg.Validate(); err != nil {
 		return &usageError{err}
 	}
+	var reportFile *pendingFile
+	if reportPath != "" {
+		// Now, not after a run of ten minutes: a report that cannot be
+		// written is an error on the command line.
+		if reportFile, err = createPending(reportPath); err != nil {
+			return &usageError{fmt.Errorf("chaos: --report: %w", err)}
+		}
+		defer reportFile.abandon()
+	}
+	cfg.Progress, cfg.ProgressEvery = prog.run(cfg.Duration), prog.every
 	target := map[bool]string{true: ", UNSAFE storage"}[cfg.Unsafe]
 	if cfg.Guard != "" {
 		target = ", writes through the PostgreSQL guard" + map[bool]string{true: ", UNSAFE: bypassing it"}[cfg.Unsafe]
@@ -231,11 +274,14 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	fmt.Fprintf(std.err, "fence chaos: %s, %d clients, %d resources, ttl %s, faults %q every %s, seed %d%s\n",
 		cfg.Duration, cfg.Clients, cfg.Resources, cfg.TTL, faults.value, cfg.FaultEvery, seed, target)
 	res, err := chaos.Run(ctx, cfg)
+	prog.finish()
 	if err != nil {
 		return err
 	}
 	began := time.Now()
-	rep, err := check.CheckFile(res.History, check.Options{HTMLDir: filepath.Dir(res.History), FenceOnWrite: cfg.Guard != ""})
+	stopCheck := prog.check(began)
+	rep, err := check.CheckFile(res.History, check.Options{HTMLDir: filepath.Dir(res.History), FenceOnWrite: cfg.Guard != "", Progress: prog.checked})
+	stopCheck()
 	if err != nil {
 		return err
 	}
@@ -246,6 +292,16 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 		evidence, hist = "", res.History
 	}
 	summary := chaosSummary(cfg, res, &rep, hist)
+	if reportFile != nil {
+		summary.Report = reportPath
+		in := chaosReportInput{cfg: cfg, faults: faults.value, res: res, rep: &rep, sum: summary}
+		if err := writeChaosReport(reportFile, in); err != nil {
+			return fmt.Errorf("chaos: --report %s: %w", reportPath, err)
+		}
+		if err := reportFile.commit(); err != nil {
+			return fmt.Errorf("chaos: --report: %w", err)
+		}
+	}
 	if out == "json" {
 		enc := json.NewEncoder(std.out)
 		enc.SetEscapeHTML(false)
@@ -338,6 +394,7 @@ type chaosReport struct {
 	Linearizability check.Linearizability `json:"linearizability"`
 	FaultsBit       bool                  `json:"faults_bit"`
 	History         string                `json:"history,omitempty"`
+	Report          string                `json:"report,omitempty"` // --report
 }
 
 func chaosSummary(cfg chaos.Config, res *chaos.Result, rep *check.Report, hist string) chaosReport {
@@ -414,6 +471,9 @@ func printChaos(w io.Writer, s chaosReport, rep *check.Report) {
 	}
 	if s.History != "" {
 		fmt.Fprintf(w, "  history                   %s\n", s.History)
+	}
+	if s.Report != "" {
+		fmt.Fprintf(w, "  report                    %s\n", s.Report)
 	}
 	switch {
 	case s.Violations > 0:

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +31,11 @@ type chaosResult struct {
 	Guard           bool           `json:"guard"`
 	History         string         `json:"history"`
 	FaultsBit       bool           `json:"faults_bit"`
+	OpsByOutcome    map[string]int `json:"ops_by_outcome"`
+	Report          string         `json:"report"`
+	Linearizability struct {
+		HTML string `json:"html"`
+	} `json:"linearizability"`
 }
 
 // runChaos runs fence chaos -o json with args in this process, its server
@@ -65,6 +71,9 @@ func TestChaos_Flags(t *testing.T) {
 		{[]string{"--addr", "http://127.0.0.1:1,http://127.0.0.1:2", "--faults", "pause"}, "--addr: one server, not a list"},
 		{[]string{"--guard", "postgres://127.0.0.1:1/db", "--cluster", "etcd"}, "--guard takes the leases from one fence server"},
 		{[]string{"--guard", "postgres://127.0.0.1:1/db?sslmode=nonsense"}, "--guard:"},
+		{[]string{"--progress", "sometimes"}, `--progress "sometimes": want auto, always or never`},
+		{[]string{"--report", t.TempDir()}, "is a directory"},
+		{[]string{"--report", filepath.Join(t.TempDir(), "no", "such", "dir", "r.html")}, "--report: open "},
 	} {
 		code, _, stderr := runFence(t.Context(), "", append([]string{"chaos"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
@@ -149,9 +158,21 @@ func startGuardDB(t *testing.T) string {
 func TestChaos_Guard(t *testing.T) {
 	db := startGuardDB(t)
 	t.Setenv("FENCE_GUARD", db) // the flag's twin: a connection string may hold a password
-	rep, code, _ := runChaos(t, "--duration", "12s", "--seed", "3", "--fault-every", "500ms")
+	html := filepath.Join(t.TempDir(), "guard.html")
+	rep, code, _ := runChaos(t, "--duration", "12s", "--seed", "3", "--fault-every", "500ms", "--report", html)
 	if code != 0 || !rep.OK || !rep.Guard || rep.Violations != 0 || rep.LostAckedWrites != 0 {
 		t.Fatalf("exit %d, report %+v; history %s", code, rep, rep.History)
+	}
+	// The report draws the run through the guard, and keeps its secret.
+	doc := readChaosReport(t, html)
+	ops, faults := chaosHistoryOps(t, rep.History)
+	checkChaosMarks(t, doc, ops, nil)
+	checkChaosFaults(t, doc, faults, rep.Faults)
+	if !strings.Contains(doc, "writes through the PostgreSQL guard") || !strings.Contains(doc, "FENCE_GUARD=… fence chaos --duration 12s --seed 3") {
+		t.Error("the report does not say that the run wrote through the guard, or how to run it again")
+	}
+	if u, err := url.Parse(db); err != nil || strings.Contains(doc, u.Host) || strings.Contains(doc, db) {
+		t.Errorf("the report shows the guard's connection string (%v)", err)
 	}
 	for _, kind := range []string{"pause", "kill", "net"} {
 		if rep.Faults[kind] == 0 {

@@ -5,6 +5,8 @@
 // proxy), a history of every operation, and the checker's verdict on it.
 // The history goes to a file as the operations arrive (Config.History), for
 // package check to judge in passes: a run holds none of it in memory.
+// Config.Progress receives a snapshot of the run every second or so
+// (operations, errors and faults so far), for a progress line.
 //
 // The system under test is one fence server, embedded or at Config.Addr
 // (http or https, with a bearer token and client certificates), or with

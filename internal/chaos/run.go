@@ -85,6 +85,14 @@ type Config struct {
 	// Guard, the clients write to PostgreSQL without the guard.
 	Unsafe bool
 	Log    *slog.Logger // progress: one line per fault; nil: none
+	// Progress, when not nil, receives a snapshot of the run every
+	// ProgressEvery, on a goroutine of Run's, from the start of the
+	// workload until the history is complete (after the final reads);
+	// never after Run returns. A slow Progress delays the next snapshot,
+	// not the run.
+	Progress func(Progress)
+	// ProgressEvery is the interval between two snapshots; 0 means 1s.
+	ProgressEvery time.Duration
 
 	// AuthToken is the bearer token sent to the fence server at Addr by
 	// the clients and the harness; "" sends none.
@@ -248,6 +256,19 @@ type Result struct {
 	unknownAfterNet int
 }
 
+// Progress is a snapshot of a run under way, for Config.Progress.
+type Progress struct {
+	// Elapsed is the time since the workload started, and Remaining the
+	// time left of Config.Duration: 0 once the workload ended, while the
+	// clients stop and the harness reads the final values.
+	Elapsed, Remaining time.Duration
+	Ops                int            // operations in the history so far
+	Errors             int            // of which failed or of unknown outcome (timeouts, resets, 5xx)
+	Fenced             int            // writes and txns rejected as fenced
+	Faults             map[string]int // faults injected so far, by kind (the run's own copy)
+	Rate               float64        // operations per second since the previous snapshot
+}
+
 // FaultsBit reports whether the faults did something the checker could
 // catch: a pause that outlasted its TTL, operations cut short by a kill or
 // a network fault, or a leader replaced while it was paused.
@@ -273,6 +294,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
+	stopProgress := r.reportProgress(time.Now())
+	defer stopProgress()
 	r.injectFaults(runCtx, ctx)
 	r.stopClients()
 	if r.cl != nil {
@@ -288,6 +311,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	} else {
 		r.finalReads()
 	}
+	stopProgress() // the history is complete: the last snapshot
 	if err := r.closeHistory(); err != nil {
 		return nil, err
 	}
@@ -326,6 +350,8 @@ type run struct {
 	mu         sync.Mutex // guards the fields below
 	histErr    error      // the first error writing the history
 	nops       int        // ops written to the history
+	nerrors    int        // of which failed or of unknown outcome
+	nfenced    int        // of which writes and txns rejected as fenced
 	grants     map[string][]grantMark
 	faults     []history.Fault
 	pauses     []pauseRecord
@@ -386,6 +412,12 @@ func (r *run) record(op history.Op) {
 		r.histErr = err
 	}
 	r.nops++
+	switch {
+	case op.Outcome == history.Fail || op.Outcome == history.Unknown:
+		r.nerrors++
+	case op.Outcome == history.Fenced && op.Mutates():
+		r.nfenced++
+	}
 	if op.Kind == history.KindAcquire && op.Outcome == history.OK {
 		g := append(r.grants[op.Resource], grantMark{r.nops, op.Token})
 		if len(g) > maxGrantMarks {
@@ -393,6 +425,66 @@ func (r *run) record(op history.Op) {
 		}
 		r.grants[op.Resource] = g
 	}
+}
+
+// reportProgress sends Config.Progress a snapshot every
+// Config.ProgressEvery, from a goroutine, the workload having started at
+// began, until the function it returns is called; that sends the last
+// snapshot and waits for the goroutine to end. It does nothing without
+// Config.Progress.
+func (r *run) reportProgress(began time.Time) (stop func()) {
+	if r.cfg.Progress == nil {
+		return func() {}
+	}
+	every := r.cfg.ProgressEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	stopC, doneC := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(doneC)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		lastOps, lastAt := 0, began
+		for {
+			stopping := false
+			select {
+			case <-tick.C:
+			case <-stopC:
+				stopping = true
+			}
+			now := time.Now()
+			p := r.snapshot(began, now)
+			if dt := now.Sub(lastAt).Seconds(); dt > 0 {
+				p.Rate = float64(p.Ops-lastOps) / dt
+			}
+			lastOps, lastAt = p.Ops, now
+			r.cfg.Progress(p) // not under r.mu: it may write to a terminal
+			if stopping {
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(stopC)
+			<-doneC
+		})
+	}
+}
+
+// snapshot returns the run's progress at now, the workload having started
+// at began; its Rate is for the caller to fill.
+func (r *run) snapshot(began, now time.Time) Progress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := Progress{Elapsed: now.Sub(began), Ops: r.nops, Errors: r.nerrors, Fenced: r.nfenced, Faults: make(map[string]int)}
+	p.Remaining = max(r.cfg.Duration-p.Elapsed, 0)
+	for _, f := range r.faults {
+		p.Faults[f.Kind]++
+	}
+	return p
 }
 
 type pauseRecord struct {

@@ -45,6 +45,25 @@ type Options struct {
 	// (linearizable): a stale holder's write is accepted until a newer
 	// holder has written. False (the default): fence's own storage.
 	FenceOnWrite bool
+	// Progress, when not nil, is told where the check is: when it starts,
+	// every progressOps ops of CheckFile's first pass through the file,
+	// before it judges each resource, and when it is done. It is called on
+	// the goroutine that called Check or CheckFile, and holds it up: it
+	// should return at once.
+	Progress func(Progress)
+}
+
+// Progress is where a check is, for Options.Progress.
+type Progress struct {
+	// Resource is the resource being judged; "" while the history is read
+	// and indexed, and once every resource is judged.
+	Resource string
+	// Done is the number of resources judged, of Total; Total is 0 until
+	// the history is indexed.
+	Done, Total int
+	// Ops is, while the history is indexed, the number of ops read so far;
+	// while a resource is judged, the number of ops of its partition.
+	Ops int
 }
 
 // Violation is one breach of an invariant.

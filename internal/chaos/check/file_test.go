@@ -199,3 +199,40 @@ func TestCheckFile_Memory(t *testing.T) {
 		t.Errorf("peak heap %d MB for two resources of the size of one with %d MB: want one resource in memory at a time", wide>>20, large>>20)
 	}
 }
+
+// TestCheckFile_Progress: CheckFile says where it is, resource by resource,
+// in name order, and the verdict is the same with Progress set.
+func TestCheckFile_Progress(t *testing.T) {
+	ops := simulate(t, 7, simConfig{resources: 3, clients: 3, opsEach: 40})
+	path := writeHistory(t, t.TempDir(), ops, nil)
+	var got []check.Progress
+	rep, err := check.CheckFile(path, check.Options{Progress: func(p check.Progress) { got = append(got, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := check.CheckFile(path, check.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reportJSON(t, rep) != reportJSON(t, plain) {
+		t.Fatal("the report differs with Progress set")
+	}
+	if len(got) < 5 || got[0] != (check.Progress{}) {
+		t.Fatalf("progress %+v: want a start, one per resource and an end", got)
+	}
+	var resources []string
+	for i, p := range got[1 : len(got)-1] {
+		if p.Resource == "" || p.Done != i || p.Total != len(got)-2 || p.Ops == 0 {
+			t.Errorf("progress %d: %+v, want resource %d of %d with its ops", i+1, p, i, len(got)-2)
+		}
+		resources = append(resources, p.Resource)
+	}
+	if last := got[len(got)-1]; last.Resource != "" || last.Done != last.Total || last.Total != len(resources) {
+		t.Errorf("last progress %+v: want every resource done", last)
+	}
+	for i := 1; i < len(resources); i++ {
+		if resources[i-1] >= resources[i] {
+			t.Errorf("resources judged in the order %q, want name order", resources)
+		}
+	}
+}

@@ -2,10 +2,7 @@ package check
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"time"
 
@@ -28,6 +25,7 @@ var batchOps = 1 << 18
 // in name order; CheckFile does the same with a history too large to hold.
 func Check(ops []history.Op, faults []history.Fault, opts Options) Report {
 	j := newJudge(opts, faults)
+	j.progress(Progress{})
 	for i := range ops {
 		j.scan(&ops[i])
 	}
@@ -46,6 +44,17 @@ func Check(ops []history.Op, faults []history.Fault, opts Options) Report {
 	return j.report()
 }
 
+// progressOps is how often the first pass through a history file tells
+// Options.Progress how far it is, in ops.
+const progressOps = 1 << 16
+
+// progress tells Options.Progress, if set, where the check is.
+func (j *judge) progress(p Progress) {
+	if j.opts.Progress != nil {
+		j.opts.Progress(p)
+	}
+}
+
 // CheckFile judges the history in the file at path (see history.Read for
 // the format), with the verdict Check would give on it, without holding it
 // in memory: it reads the file once to count and index it, then once for
@@ -54,6 +63,7 @@ func Check(ops []history.Op, faults []history.Fault, opts Options) Report {
 // read or parsed.
 func CheckFile(path string, opts Options) (Report, error) {
 	j := newJudge(opts, nil)
+	j.progress(Progress{})
 	n := 0
 	err := readHistory(path, func(e *history.Entry) error {
 		if e.IsFault {
@@ -62,6 +72,9 @@ func CheckFile(path string, opts Options) (Report, error) {
 		}
 		n++
 		j.scan(&e.Op)
+		if n%progressOps == 0 {
+			j.progress(Progress{Ops: n})
+		}
 		return nil
 	})
 	if err != nil {
@@ -99,24 +112,10 @@ func CheckFile(path string, opts Options) (Report, error) {
 
 // readHistory calls fn for each entry of the history file at path.
 func readHistory(path string, fn func(*history.Entry) error) error {
-	f, err := os.Open(path)
-	if err != nil {
+	if err := history.ReadFile(path, fn); err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
-	defer f.Close()
-	r := history.NewReader(f)
-	for {
-		e, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("check: %s: %w", path, err)
-		}
-		if err := fn(&e); err != nil {
-			return err
-		}
-	}
+	return nil
 }
 
 // write is one write of a history: a plain write, or one write of a txn.
@@ -288,6 +287,7 @@ type judge struct {
 	staleOps   map[int64]bool // the stale write attempts seen, by op id (a txn's, in its every resource)
 	order      int            // a counter that keeps violations in the order they were found
 	start      time.Time      // of the first linearizability search
+	judged     int            // resources judged so far
 	searchTime time.Duration
 
 	tokenOrder, stale, monotonic, lost, lin tally
@@ -421,6 +421,8 @@ func (j *judge) route(op *history.Op, seq int, parts map[string]*partition) {
 
 // judge runs the five checkers on one partition.
 func (j *judge) judge(p *partition) {
+	j.progress(Progress{Resource: p.resource, Done: j.judged, Total: len(j.sizes), Ops: len(p.ops)})
+	j.judged++
 	h := newHist(p, j.maxT, j.opts.FenceOnWrite)
 	j.rep.Accepted += len(h.acked)
 	j.checkTokenOrder(h)
@@ -441,6 +443,7 @@ func (j *judge) report() Report {
 	rep := j.rep
 	rep.Faults = len(j.faults)
 	rep.Linearizability.DurationMS = j.searchTime.Milliseconds()
+	defer j.progress(Progress{Done: j.judged, Total: len(j.sizes)})
 	rep.Checkers = []Result{
 		j.tokenOrderResult(),
 		j.staleResult(),

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 )
 
 // Read parses a history: one JSON object per line, blank lines ignored. A line
@@ -173,4 +174,27 @@ func jsonError(err error) error {
 		return fmt.Errorf("member %q: %w", te.Field, err)
 	}
 	return fmt.Errorf("invalid JSON: %w", err)
+}
+
+// ReadFile calls fn for each entry of the history file at path, in order,
+// until fn returns an error, which ReadFile returns.
+func ReadFile(path string, fn func(*Entry) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := NewReader(f)
+	for {
+		e, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := fn(&e); err != nil {
+			return err
+		}
+	}
 }
