@@ -409,13 +409,30 @@ func (c *client) acquire(ctx context.Context, res *resource) (uint64, error) {
 // acquire without waiting, by the same holder, answers that lease (a safe
 // retry), which abandon releases. Otherwise it gets lock_held, or a fresh
 // lease that it releases too.
+//
+// The cancelled request may also still be on its way, or queued behind
+// another client's lease, and be granted after that: a second pass a
+// moment later releases such a late grant too, rather than leave it held
+// for its TTL.
 func (c *client) abandon(ctx context.Context, res *resource) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(c.r.cfg.Timeout, cleanupTimeout))
 	defer cancel()
-	if token, err := c.conn.acquire(ctx, &res.endpoints, false); err == nil {
-		_ = c.conn.release(ctx, &res.endpoints, token) // best effort: the run is over
+	for pass := range 2 {
+		if pass > 0 {
+			select {
+			case <-time.After(abandonAgain):
+			case <-ctx.Done():
+				return
+			}
+		}
+		if token, err := c.conn.acquire(ctx, &res.endpoints, false); err == nil {
+			_ = c.conn.release(ctx, &res.endpoints, token) // best effort: the run is over
+		}
 	}
 }
+
+// abandonAgain is how long abandon waits before its second pass.
+const abandonAgain = 200 * time.Millisecond
 
 func (c *client) put(ctx context.Context, res *resource, token uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, c.r.cfg.Timeout)
@@ -432,11 +449,13 @@ func (c *client) renew(ctx context.Context, res *resource, token uint64) error {
 // release gives a lease back, even after ctx is done: a lease must not
 // outlive the run and keep the resource from the next one for its TTL.
 func (c *client) release(ctx context.Context, res *resource, token uint64) error {
+	// The end of the run does not cut a release short, even one already
+	// on its way: the lease would stay held for its TTL.
 	timeout := c.r.cfg.Timeout
 	if ctx.Err() != nil {
-		ctx, timeout = context.WithoutCancel(ctx), min(timeout, cleanupTimeout)
+		timeout = min(timeout, cleanupTimeout)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	return c.conn.release(ctx, &res.endpoints, token)
 }
