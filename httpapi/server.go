@@ -84,9 +84,10 @@ type Server struct {
 	// fence_http_rate_limited_total. A client is its Caller, once
 	// authenticated, else its source address (an IPv4 address or an IPv6
 	// /64): a request that fails authentication counts against its
-	// address. At most 65,536 clients are tracked; past that, new ones
-	// share one bucket. /healthz and /readyz are exempt. Zero, the default, means no limit. Set it before the server
-	// serves.
+	// address. At most 65,536 addresses are tracked; past that, new ones
+	// share one bucket (callers are all tracked: the auth file bounds
+	// them). /healthz and /readyz are exempt. Zero, the default, means no
+	// limit. Set it before the server serves.
 	RateLimit rate.Limit
 	RateBurst int
 

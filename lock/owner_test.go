@@ -3,8 +3,6 @@ package lock_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/bolt"
 	"github.com/fence-lock/fence/lock"
 	"github.com/fence-lock/fence/memory"
 )
@@ -312,19 +309,7 @@ func TestService_Owner(t *testing.T) {
 // restored lease still refuses another principal.
 func TestService_OwnerSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	openBolt := func() (*bolt.DB, *lock.Service) {
-		db, err := bolt.Open(dir)
-		if err != nil {
-			t.Fatalf("bolt.Open: %v", err)
-		}
-		s := lock.NewService(db)
-		s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-		if err := s.Open(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		return db, s
-	}
-	db, s := openBolt()
+	db, s := openBolt(t, dir)
 	a, err := s.Acquire(as(t, "alice"), "r", "h", time.Hour, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +319,7 @@ func TestService_OwnerSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	db, s = openBolt()
+	db, s = openBolt(t, dir)
 	defer db.Close()
 	defer s.Close()
 	leases, _, err := db.Leases(t.Context())

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/bolt"
 	"github.com/fence-lock/fence/lock"
 	"github.com/fence-lock/fence/memory"
 )
@@ -124,19 +123,7 @@ func TestService_Revoke(t *testing.T) {
 
 	t.Run("SurvivesRestart", func(t *testing.T) {
 		dir := t.TempDir()
-		openBolt := func() (*bolt.DB, *lock.Service) {
-			db, err := bolt.Open(dir)
-			if err != nil {
-				t.Fatalf("bolt.Open: %v", err)
-			}
-			s := lock.NewService(db)
-			s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-			if err := s.Open(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			return db, s
-		}
-		db, s := openBolt()
+		db, s := openBolt(t, dir)
 		a := acquire(t, s, "r", "a", time.Hour)
 		res, err := s.Revoke(t.Context(), "r")
 		if err != nil || res.Revoked != a.Token || res.LastFence != a.Token+1 {
@@ -147,7 +134,7 @@ func TestService_Revoke(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		db, s = openBolt()
+		db, s = openBolt(t, dir)
 		defer db.Close()
 		defer s.Close()
 		st, err := s.Status(t.Context(), "r")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/bolt"
 	"github.com/fence-lock/fence/lock"
 	"github.com/fence-lock/fence/memory"
 )
@@ -31,6 +32,22 @@ func openLedger(t *testing.T, ledger fence.Ledger) *lock.Service {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// openBolt opens a lock service on the bolt store in dir, which tests
+// close and open again to restart the service.
+func openBolt(t *testing.T, dir string) (*bolt.DB, *lock.Service) {
+	t.Helper()
+	db, err := bolt.Open(dir)
+	if err != nil {
+		t.Fatalf("bolt.Open: %v", err)
+	}
+	s := lock.NewService(db)
+	s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := s.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return db, s
 }
 
 func acquire(t *testing.T, s *lock.Service, resource, holder string, ttl time.Duration) fence.Lease {
