@@ -120,6 +120,11 @@ func (l *limitListener) waitSlot() error {
 		l.closeIdlest()
 		select {
 		case l.sem <- struct{}{}:
+			// A slot came free: the close under way is done with, or
+			// does not matter any more, so the next wait may close one.
+			l.mu.Lock()
+			l.closing = false
+			l.mu.Unlock()
 			return nil
 		case <-l.done:
 			return net.ErrClosed
