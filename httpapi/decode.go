@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -109,65 +108,216 @@ func members(what string, data []byte) ([]member, error) {
 // membersUpTo is members with at most limit members: past it, it stops
 // reading and returns an error wrapping tooMany, so that the cost of an
 // object does not grow with what it holds beyond the limit.
+//
+// It reads data in one pass, without a json.Decoder (whose tokens allocate):
+// it checks the object's own grammar (braces, names, colons, commas) and
+// finds the extent of each value with skipValue, which json.Valid then
+// checks, so it accepts exactly the objects that are valid JSON.
 func membersUpTo(what string, data []byte, limit int, tooMany error) ([]member, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err == io.EOF {
+	i := skipSpace(data, 0)
+	if i == len(data) {
 		return nil, badRequest("%s: empty, want a JSON object", what)
 	}
-	if err != nil {
-		return nil, badRequest("%s: %v", what, err)
-	}
-	if tok != json.Delim('{') {
+	if data[i] != '{' {
+		if !json.Valid(data) {
+			return nil, syntaxError(what, data)
+		}
 		return nil, badRequest("%s: want a JSON object", what)
 	}
 	var ms []member
 	var seen map[string]bool // past a few members, so that finding duplicates stays linear
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, badRequest("%s: %v", what, err)
-		}
-		name, ok := tok.(string)
-		if !ok { // cannot happen: the decoder checks that names are strings
-			return nil, badRequest("%s: want a member name", what)
-		}
-		if len(ms) == limit {
-			return nil, fmt.Errorf("%w: %s has more than %d members", tooMany, what, limit)
-		}
-		dup := false
-		if seen != nil {
-			dup = seen[name]
-		} else {
-			for _, m := range ms {
-				dup = dup || m.name == name
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		i++
+	} else {
+		for {
+			raw, next := skipValue(data, i)
+			if len(raw) == 0 || raw[0] != '"' || !json.Valid(raw) {
+				return nil, syntaxError(what, data)
 			}
-			if len(ms) == 8 {
-				seen = make(map[string]bool)
+			name, err := unquote(raw)
+			if err != nil {
+				return nil, badRequest("%s: %v", what, err)
+			}
+			if len(ms) == limit {
+				return nil, fmt.Errorf("%w: %s has more than %d members", tooMany, what, limit)
+			}
+			dup := false
+			if seen != nil {
+				dup = seen[name]
+			} else {
 				for _, m := range ms {
-					seen[m.name] = true
+					dup = dup || m.name == name
+				}
+				if len(ms) == 8 {
+					seen = make(map[string]bool)
+					for _, m := range ms {
+						seen[m.name] = true
+					}
 				}
 			}
+			if dup {
+				return nil, badRequest("%s: duplicate member %q", what, name)
+			}
+			if seen != nil {
+				seen[name] = true
+			}
+			i = skipSpace(data, next)
+			if i == len(data) || data[i] != ':' {
+				return nil, syntaxError(what, data)
+			}
+			v, next := skipValue(data, skipSpace(data, i+1))
+			if len(v) == 0 || !json.Valid(v) {
+				return nil, syntaxError(what, data)
+			}
+			ms = append(ms, member{name, v})
+			i = skipSpace(data, next)
+			if i == len(data) {
+				return nil, syntaxError(what, data)
+			}
+			i++
+			if data[i-1] == '}' {
+				break
+			}
+			if data[i-1] != ',' {
+				return nil, syntaxError(what, data)
+			}
+			i = skipSpace(data, i)
 		}
-		if dup {
-			return nil, badRequest("%s: duplicate member %q", what, name)
-		}
-		if seen != nil {
-			seen[name] = true
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, badRequest("%s: %v", what, err)
-		}
-		ms = append(ms, member{name, bytes.TrimSpace(v)})
 	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, badRequest("%s: %v", what, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	if skipSpace(data, i) != len(data) {
 		return nil, badRequest("%s: data after the JSON object", what)
 	}
 	return ms, nil
+}
+
+// elements returns the elements of the JSON array v, at most limit of them:
+// past it, it stops reading and returns an error wrapping fence.ErrTooLarge.
+// It reads v as membersUpTo reads an object.
+func elements(what string, v json.RawMessage, limit int) ([]json.RawMessage, error) {
+	if len(v) == 0 || v[0] != '[' {
+		return nil, badRequest("%s must be an array", what)
+	}
+	var es []json.RawMessage
+	i := skipSpace(v, 1)
+	if i < len(v) && v[i] == ']' {
+		i++
+	} else {
+		for {
+			if len(es) == limit {
+				return nil, fmt.Errorf("%w: %s has more than %d elements", fence.ErrTooLarge, what, limit)
+			}
+			e, next := skipValue(v, i)
+			if len(e) == 0 || !json.Valid(e) {
+				return nil, syntaxError(what, v)
+			}
+			es = append(es, e)
+			i = skipSpace(v, next)
+			if i == len(v) {
+				return nil, syntaxError(what, v)
+			}
+			i++
+			if v[i-1] == ']' {
+				break
+			}
+			if v[i-1] != ',' {
+				return nil, syntaxError(what, v)
+			}
+			i = skipSpace(v, i)
+		}
+	}
+	if skipSpace(v, i) != len(v) {
+		return nil, syntaxError(what, v)
+	}
+	return es, nil
+}
+
+// skipSpace returns the index of the first byte of data at or after i that
+// is not JSON whitespace.
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the JSON value that starts at data[i], unchecked, and the
+// index after it. For a valid value it finds exactly its extent: a string
+// ends at its first unescaped quote, an object or array at the bracket that
+// closes it (brackets in strings not counted), anything else before the next
+// comma, bracket or whitespace. Whatever it returns for an invalid one,
+// json.Valid refuses.
+func skipValue(data []byte, i int) (json.RawMessage, int) {
+	start, depth := i, 0
+	for i < len(data) {
+		switch c := data[i]; c {
+		case '"':
+			i++
+			for i < len(data) && data[i] != '"' {
+				if data[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			i++
+		case '{', '[':
+			depth++
+			i++
+		case '}', ']':
+			if depth == 0 {
+				return data[start:i], i
+			}
+			depth--
+			i++
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return data[start:i], i
+			}
+			i++
+		default:
+			i++
+		}
+		if depth == 0 && (data[start] == '"' || data[start] == '{' || data[start] == '[') {
+			break
+		}
+	}
+	i = min(i, len(data))
+	return data[start:i], i
+}
+
+// syntaxError returns a bad_request saying what is wrong with data, which
+// is not valid JSON: encoding/json's message, which checks the syntax
+// before it decodes anything.
+func syntaxError(what string, data []byte) error {
+	var v json.RawMessage
+	if err := json.Unmarshal(data, &v); err != nil {
+		return badRequest("%s: %v", what, err)
+	}
+	return badRequest("%s: malformed JSON", what)
+}
+
+// unquote decodes the JSON string raw; one without escapes, control
+// characters or invalid UTF-8 is taken as it is.
+func unquote(raw json.RawMessage) (string, error) {
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' && plainText(raw[1:n-1]) {
+		return string(raw[1 : n-1]), nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+// plainText reports whether b is valid UTF-8 without quotes, backslashes or
+// control characters: a JSON string's contents that mean themselves.
+func plainText(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return utf8.Valid(b)
 }
 
 // get returns the value of the member called name, or nil.
@@ -180,40 +330,13 @@ func get(ms []member, name string) json.RawMessage {
 	return nil
 }
 
-// elements returns the elements of the JSON array v, at most limit of them:
-// past it, it stops reading and returns an error wrapping fence.ErrTooLarge.
-func elements(what string, v json.RawMessage, limit int) ([]json.RawMessage, error) {
-	if len(v) == 0 || v[0] != '[' {
-		return nil, badRequest("%s must be an array", what)
-	}
-	dec := json.NewDecoder(bytes.NewReader(v))
-	if _, err := dec.Token(); err != nil { // the opening bracket
-		return nil, badRequest("%s: %v", what, err)
-	}
-	var es []json.RawMessage
-	for dec.More() {
-		if len(es) == limit {
-			return nil, fmt.Errorf("%w: %s has more than %d elements", fence.ErrTooLarge, what, limit)
-		}
-		var e json.RawMessage
-		if err := dec.Decode(&e); err != nil {
-			return nil, badRequest("%s: %v", what, err)
-		}
-		es = append(es, e)
-	}
-	if _, err := dec.Token(); err != nil { // the closing bracket
-		return nil, badRequest("%s: %v", what, err)
-	}
-	return es, nil
-}
-
 // str decodes the JSON string v.
 func str(what string, v json.RawMessage) (string, error) {
-	var s string
-	if len(v) == 0 || v[0] != '"' {
+	if len(v) < 2 || v[0] != '"' {
 		return "", badRequest("%s must be a string", what)
 	}
-	if err := json.Unmarshal(v, &s); err != nil {
+	s, err := unquote(v)
+	if err != nil {
 		return "", badRequest("%s: %v", what, err)
 	}
 	return s, nil

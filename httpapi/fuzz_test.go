@@ -1,13 +1,17 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -279,4 +283,112 @@ func FuzzParseIfMatch(f *testing.F) {
 			t.Fatalf("%q gives revision %d, whose tag is %s", v, c.IfMatch, wire.ETag(c.IfMatch))
 		}
 	})
+}
+
+// FuzzMembers checks membersUpTo and elements, which read JSON in one pass
+// of their own, against encoding/json's Decoder reading the same input
+// token by token (refMembers): they accept the same objects and arrays,
+// with the same members and elements, and refuse the same ones with the
+// same kind of error.
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{
+		`{"holder":"w","ttl_ms":10000}`, ` { "a" : [1, {"b": "]"}] , "c":"\"}" } `, `{}`, `[]`, `{"a":1,}`, `{"a":1}x`,
+		`{"a" 1}`, `{"a":1 "b":2}`, `{"a":tru}`, `{"a":"\u00e9\n"}`, `{"\u0061":1,"a":2}`, `{"a":[1,]}`, `[1, 2 ,"3",[4],{}]`,
+		`{"a":1,"b":2,"c":3}`, `{"a":"x\`, `"str"`, `{"a":01}`, `{"a":-0.5e+3}`, "{\"a\":\"\x01\"}", `{"a":{"b":{"c":[]}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	kind := func(err error) string {
+		switch {
+		case err == nil:
+			return "ok"
+		case errors.Is(err, fence.ErrTooLarge):
+			return "too_large"
+		case errors.Is(err, fence.ErrBadRequest):
+			return "bad_request"
+		}
+		return "other: " + err.Error()
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := membersUpTo("x", data, 2, fence.ErrTooLarge)
+		want, refErr := refMembers(data, 2)
+		if kind(err) != kind(refErr) {
+			t.Fatalf("members of %q: %v, reference: %v", data, err, refErr)
+		}
+		if err == nil && !slices.EqualFunc(got, want, func(a, b member) bool { return a.name == b.name && string(a.value) == string(b.value) }) {
+			t.Fatalf("members of %q: %q, reference: %q", data, got, want)
+		}
+		if len(data) > 0 && data[0] == '[' && json.Valid(data) {
+			es, err := elements("x", data, 2)
+			want, refErr := refElements(data, 2)
+			if kind(err) != kind(refErr) {
+				t.Fatalf("elements of %q: %v, reference: %v", data, err, refErr)
+			}
+			if err == nil && !slices.EqualFunc(es, want, func(a, b json.RawMessage) bool { return string(a) == string(b) }) {
+				t.Fatalf("elements of %q: %q, reference: %q", data, es, want)
+			}
+		}
+	})
+}
+
+// refMembers reads the members of the object in data with a json.Decoder,
+// at most limit of them (more: fence.ErrTooLarge), refusing duplicates and
+// anything after the object.
+func refMembers(data []byte, limit int) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("%w: not an object (%v)", fence.ErrBadRequest, err)
+	}
+	var ms []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", fence.ErrBadRequest, err)
+		}
+		name := tok.(string)
+		if len(ms) == limit {
+			return nil, fence.ErrTooLarge
+		}
+		for _, m := range ms {
+			if m.name == name {
+				return nil, fmt.Errorf("%w: duplicate", fence.ErrBadRequest)
+			}
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("%w: %v", fence.ErrBadRequest, err)
+		}
+		ms = append(ms, member{name, bytes.TrimSpace(v)})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("%w: %v", fence.ErrBadRequest, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%w: data after the object", fence.ErrBadRequest)
+	}
+	return ms, nil
+}
+
+// refElements reads the elements of the array in data with a json.Decoder,
+// at most limit of them (more: fence.ErrTooLarge).
+func refElements(data []byte, limit int) ([]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("%w: %v", fence.ErrBadRequest, err)
+	}
+	var es []json.RawMessage
+	for dec.More() {
+		if len(es) == limit {
+			return nil, fence.ErrTooLarge
+		}
+		var e json.RawMessage
+		if err := dec.Decode(&e); err != nil {
+			return nil, fmt.Errorf("%w: %v", fence.ErrBadRequest, err)
+		}
+		es = append(es, bytes.TrimSpace(e))
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("%w: %v", fence.ErrBadRequest, err)
+	}
+	return es, nil
 }
