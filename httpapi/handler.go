@@ -15,6 +15,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/docs"
+	"github.com/fence-lock/fence/internal/logline"
 	"github.com/fence-lock/fence/ui"
 	"github.com/fence-lock/fence/wire"
 )
@@ -423,7 +424,7 @@ func (s *Server) txn(c *call, _ match) error {
 			}
 		}
 		tok := t.Fences[res]
-		c.s.logger().LogAttrs(c.r.Context(), slog.LevelInfo, "write accepted",
+		logline.Log(c.r.Context(), c.s.logger(), slog.LevelInfo, "write accepted",
 			slog.String("op", "txn"),
 			slog.String(keyResource, res),
 			slog.Uint64(keyToken, uint64(tok)),

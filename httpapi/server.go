@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/internal/logline"
 	"github.com/fence-lock/fence/watch"
 	"github.com/fence-lock/fence/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -428,7 +429,7 @@ func (c *call) fail(err error) {
 		if suppressed > 0 {
 			attrs = append(attrs, slog.Int64("suppressed", suppressed))
 		}
-		c.s.logger().LogAttrs(ctx, level, "request rejected", attrs...)
+		logline.Log(ctx, c.s.logger(), level, "request rejected", attrs...)
 	}
 
 	httpRejections.WithLabelValues(c.routeLabel(), p.Code).Inc()
@@ -486,7 +487,7 @@ func (c *call) accepted(op string, t fence.Token, res fence.WriteResult) {
 	if c.unfenced {
 		attrs = append(attrs, slog.Bool("unfenced", true))
 	}
-	c.s.logger().LogAttrs(c.r.Context(), slog.LevelInfo, "write accepted", attrs...)
+	logline.Log(c.r.Context(), c.s.logger(), slog.LevelInfo, "write accepted", attrs...)
 }
 
 // writeJSON answers 200 with v as JSON.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/internal/logline"
 	"github.com/fence-lock/fence/watch"
 )
 
@@ -928,13 +929,14 @@ var (
 // publishes it to s.Events; a grant raises the resource's fence too, and is
 // followed by a FenceRaised event.
 func (s *Service) record(c change, l fence.Lease, lastFence fence.Token) {
-	attrs := []any{"resource", l.Resource, "holder", l.Holder, "token", uint64(l.Token),
-		"last_fence", uint64(lastFence), "ttl_ms", l.TTL.Milliseconds(),
-		"expires_at", l.Expires.UTC().Format(time.RFC3339Nano)}
+	attrs := make([]slog.Attr, 0, 7)
+	attrs = append(attrs, slog.String("resource", l.Resource), slog.String("holder", l.Holder),
+		slog.Uint64("token", uint64(l.Token)), slog.Uint64("last_fence", uint64(lastFence)),
+		slog.Int64("ttl_ms", l.TTL.Milliseconds()), slog.Time("expires_at", l.Expires.UTC()))
 	if l.Owner != "" {
-		attrs = append(attrs, "owner", l.Owner)
+		attrs = append(attrs, slog.String("owner", l.Owner))
 	}
-	s.Logger.Info(c.msg, attrs...)
+	logline.Log(context.Background(), s.Logger, slog.LevelInfo, c.msg, attrs...)
 	if c.event == "" || s.Events == nil {
 		return
 	}
