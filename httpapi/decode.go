@@ -126,66 +126,54 @@ func membersUpTo(what string, data []byte, limit int, tooMany error) ([]member, 
 	}
 	var ms []member
 	var seen map[string]bool // past a few members, so that finding duplicates stays linear
-	i = skipSpace(data, i+1)
-	if i < len(data) && data[i] == '}' {
-		i++
-	} else {
-		for {
-			raw, next := skipValue(data, i)
-			if len(raw) == 0 || raw[0] != '"' || !json.Valid(raw) {
-				return nil, syntaxError(what, data)
-			}
-			name, err := unquote(raw)
-			if err != nil {
-				return nil, badRequest("%s: %v", what, err)
-			}
-			if len(ms) == limit {
-				return nil, fmt.Errorf("%w: %s has more than %d members", tooMany, what, limit)
-			}
-			dup := false
-			if seen != nil {
-				dup = seen[name]
-			} else {
-				for _, m := range ms {
-					dup = dup || m.name == name
-				}
-				if len(ms) == 8 {
-					seen = make(map[string]bool)
-					for _, m := range ms {
-						seen[m.name] = true
-					}
-				}
-			}
-			if dup {
-				return nil, badRequest("%s: duplicate member %q", what, name)
-			}
-			if seen != nil {
-				seen[name] = true
-			}
-			i = skipSpace(data, next)
-			if i == len(data) || data[i] != ':' {
-				return nil, syntaxError(what, data)
-			}
-			v, next := skipValue(data, skipSpace(data, i+1))
-			if len(v) == 0 || !json.Valid(v) {
-				return nil, syntaxError(what, data)
-			}
-			ms = append(ms, member{name, v})
-			i = skipSpace(data, next)
-			if i == len(data) {
-				return nil, syntaxError(what, data)
-			}
-			i++
-			if data[i-1] == '}' {
-				break
-			}
-			if data[i-1] != ',' {
-				return nil, syntaxError(what, data)
-			}
-			i = skipSpace(data, i)
+	end, err := eachItem(data, i+1, '}', func(i int) (int, error) {
+		raw, next, err := value(data, i)
+		if err != nil || raw[0] != '"' {
+			return 0, errSyntax
 		}
-	}
-	if skipSpace(data, i) != len(data) {
+		name, err := unquote(raw)
+		if err != nil {
+			return 0, badRequest("%s: %v", what, err)
+		}
+		if len(ms) == limit {
+			return 0, fmt.Errorf("%w: %s has more than %d members", tooMany, what, limit)
+		}
+		dup := false
+		if seen != nil {
+			dup = seen[name]
+		} else {
+			for _, m := range ms {
+				dup = dup || m.name == name
+			}
+			if len(ms) == 8 {
+				seen = make(map[string]bool)
+				for _, m := range ms {
+					seen[m.name] = true
+				}
+			}
+		}
+		if dup {
+			return 0, badRequest("%s: duplicate member %q", what, name)
+		}
+		if seen != nil {
+			seen[name] = true
+		}
+		if i = skipSpace(data, next); i == len(data) || data[i] != ':' {
+			return 0, errSyntax
+		}
+		v, next, err := value(data, i+1)
+		if err != nil {
+			return 0, err
+		}
+		ms = append(ms, member{name, v})
+		return next, nil
+	})
+	switch {
+	case errors.Is(err, errSyntax):
+		return nil, syntaxError(what, data)
+	case err != nil:
+		return nil, err
+	case skipSpace(data, end) != len(data):
 		return nil, badRequest("%s: data after the JSON object", what)
 	}
 	return ms, nil
@@ -199,37 +187,63 @@ func elements(what string, v json.RawMessage, limit int) ([]json.RawMessage, err
 		return nil, badRequest("%s must be an array", what)
 	}
 	var es []json.RawMessage
-	i := skipSpace(v, 1)
-	if i < len(v) && v[i] == ']' {
-		i++
-	} else {
-		for {
-			if len(es) == limit {
-				return nil, fmt.Errorf("%w: %s has more than %d elements", fence.ErrTooLarge, what, limit)
-			}
-			e, next := skipValue(v, i)
-			if len(e) == 0 || !json.Valid(e) {
-				return nil, syntaxError(what, v)
-			}
-			es = append(es, e)
-			i = skipSpace(v, next)
-			if i == len(v) {
-				return nil, syntaxError(what, v)
-			}
-			i++
-			if v[i-1] == ']' {
-				break
-			}
-			if v[i-1] != ',' {
-				return nil, syntaxError(what, v)
-			}
-			i = skipSpace(v, i)
+	end, err := eachItem(v, 1, ']', func(i int) (int, error) {
+		if len(es) == limit {
+			return 0, fmt.Errorf("%w: %s has more than %d elements", fence.ErrTooLarge, what, limit)
 		}
-	}
-	if skipSpace(v, i) != len(v) {
+		e, next, err := value(v, i)
+		if err == nil {
+			es = append(es, e)
+		}
+		return next, err
+	})
+	if errors.Is(err, errSyntax) || err == nil && skipSpace(v, end) != len(v) {
 		return nil, syntaxError(what, v)
 	}
+	if err != nil {
+		return nil, err
+	}
 	return es, nil
+}
+
+// errSyntax stands for a syntax error, which syntaxError then describes.
+var errSyntax = errors.New("JSON syntax error")
+
+// eachItem reads the items of the object or array whose opening bracket is
+// data[i-1] and whose closing one is close: item reads one item from its
+// first byte and returns the index after it, and eachItem checks the commas
+// between items and returns the index after the closing bracket.
+func eachItem(data []byte, i int, close byte, item func(i int) (int, error)) (int, error) {
+	if i = skipSpace(data, i); i < len(data) && data[i] == close {
+		return i + 1, nil
+	}
+	for {
+		next, err := item(i)
+		if err != nil {
+			return 0, err
+		}
+		if i = skipSpace(data, next); i == len(data) {
+			return 0, errSyntax
+		}
+		switch data[i] {
+		case close:
+			return i + 1, nil
+		case ',':
+			i = skipSpace(data, i+1)
+		default:
+			return 0, errSyntax
+		}
+	}
+}
+
+// value returns the JSON value at data[i], after whitespace, and the index
+// after it; errSyntax if it is not valid JSON.
+func value(data []byte, i int) (json.RawMessage, int, error) {
+	v, next := skipValue(data, skipSpace(data, i))
+	if len(v) == 0 || !json.Valid(v) {
+		return nil, 0, errSyntax
+	}
+	return v, next, nil
 }
 
 // skipSpace returns the index of the first byte of data at or after i that
