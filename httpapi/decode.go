@@ -66,7 +66,7 @@ func checkText(data []byte) error {
 		}
 		r, ok := hex4(data, i+2)
 		if !ok {
-			continue // a syntax error, reported by the decoder
+			continue // a syntax error, reported when the object is read
 		}
 		switch {
 		case r >= 0xD800 && r < 0xDC00:
@@ -132,7 +132,7 @@ func membersUpTo(what string, data []byte, limit int, tooMany error) ([]member, 
 			return 0, errSyntax
 		}
 		name, err := unquote(raw)
-		if err != nil {
+		if err != nil { // cannot happen: json.Valid accepted raw
 			return 0, badRequest("%s: %v", what, err)
 		}
 		if len(ms) == limit {
@@ -258,8 +258,9 @@ func skipSpace(data []byte, i int) int {
 // skipValue returns the JSON value that starts at data[i], unchecked, and the
 // index after it. For a valid value it finds exactly its extent: a string
 // ends at its first unescaped quote, an object or array at the bracket that
-// closes it (brackets in strings not counted), anything else before the next
-// comma, bracket or whitespace. Whatever it returns for an invalid one,
+// closes it (brackets in strings not counted), anything else (a number,
+// true, false, null) before the next comma, closing bracket or whitespace
+// outside strings and brackets. Whatever it returns for an invalid one,
 // json.Valid refuses.
 func skipValue(data []byte, i int) (json.RawMessage, int) {
 	start, depth := i, 0

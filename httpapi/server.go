@@ -36,7 +36,8 @@ type Server struct {
 	// Logger receives one line per accepted storage write ("write accepted",
 	// Info) and per rejected request ("request rejected", Warn; Error for
 	// internal errors, with the cause). NewServer sets slog.Default(); nil
-	// means slog.Default() too.
+	// means slog.Default() too. Those lines carry no source location (see
+	// internal/logline).
 	Logger *slog.Logger
 
 	// Ready reports whether the server can serve requests: GET /readyz

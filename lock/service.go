@@ -19,7 +19,9 @@ import (
 // concurrent use once Open has returned.
 type Service struct {
 	// Logger receives one line per grant, renew, release, expiry, revoke,
-	// restored lease and lock-delay. Default: slog.Default().
+	// restored lease and lock-delay. Default: slog.Default(). Lines of
+	// grants, renewals, releases and expiries carry no source location
+	// (see internal/logline).
 	Logger *slog.Logger
 
 	// LockDelay is how long a resource stays unavailable after a lease
@@ -932,7 +934,7 @@ func (s *Service) record(c change, l fence.Lease, lastFence fence.Token) {
 	attrs := make([]slog.Attr, 0, 7)
 	attrs = append(attrs, slog.String("resource", l.Resource), slog.String("holder", l.Holder),
 		slog.Uint64("token", uint64(l.Token)), slog.Uint64("last_fence", uint64(lastFence)),
-		slog.Int64("ttl_ms", l.TTL.Milliseconds()), slog.Time("expires_at", l.Expires.UTC()))
+		slog.Int64("ttl_ms", l.TTL.Milliseconds()), slog.String("expires_at", l.Expires.UTC().Format(time.RFC3339Nano)))
 	if l.Owner != "" {
 		attrs = append(attrs, slog.String("owner", l.Owner))
 	}

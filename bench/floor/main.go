@@ -1,10 +1,10 @@
 // Command floor is the floor under fence's one-client figure: an HTTP server
 // with nothing in it but Go's net/http and, per request, one write of a
-// small record into a preallocated file and one fdatasync. It answers the
-// routes that the peer benchmark's fence client sends (acquire, a fenced
-// PUT, release, /readyz) with bodies of the same shape, so that the peer
-// benchmark measures it exactly as it measures fence. bench/floor.sh runs
-// it next to fence.
+// small record into a file of fixed size (sparse, as fence's log segments
+// are) and one fdatasync. It answers the routes that the peer benchmark's
+// fence client sends (acquire, a fenced PUT, release, /readyz) with bodies
+// of the shape fence sends, so that the peer benchmark measures it as it
+// measures fence. bench/floor.sh runs it next to fence.
 //
 //	go run ./bench/floor --listen 127.0.0.1:17702 --file /tmp/floor.seg [--nosync]
 package main
@@ -19,8 +19,7 @@ import (
 	"os"
 	"strings"
 	"sync"
-
-	"golang.org/x/sys/unix"
+	"time"
 )
 
 func main() {
@@ -58,11 +57,15 @@ func main() {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		if strings.HasSuffix(r.URL.Path, "/acquire") {
-			fmt.Fprintf(w, `{"resource":"r","holder":"h","token":%d,"ttl_ms":10000,"expires_at":"2026-12-01T00:00:10Z"}`+"\n", token)
-			return
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/acquire"):
+			fmt.Fprintf(w, `{"resource":"r","holder":"h","token":%d,"ttl_ms":10000,"expires_at":%q}`+"\n",
+				token, time.Now().Add(10*time.Second).UTC().Format(time.RFC3339Nano))
+		case strings.HasSuffix(r.URL.Path, "/release"):
+			fmt.Fprintln(w, `{"resource":"r","released":true}`)
+		default:
+			fmt.Fprintf(w, `{"resource":"r","key":"v","revision":%d,"fence":%d}`+"\n", token, token)
 		}
-		fmt.Fprintf(w, `{"revision":%d,"token":%d}`+"\n", token, token)
 	})
 	log.Fatal(http.ListenAndServe(*listen, nil))
 }
@@ -89,7 +92,7 @@ func (l *logFile) commit() (int64, error) {
 		return 0, err
 	}
 	if l.sync {
-		if err := unix.Fdatasync(int(l.f.Fd())); err != nil {
+		if err := datasync(l.f); err != nil {
 			return 0, err
 		}
 	}

@@ -12,26 +12,30 @@
 package gcfloor
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 )
 
 // maxPercent bounds the GOGC that Keep sets, for a nearly empty heap.
 const maxPercent = 100_000
 
+// active is set while a Keep runs: GOGC has one owner at a time.
+var active atomic.Bool
+
 // Keep makes each collection's heap goal at least floor bytes, until stop
-// is called, which restores the GOGC of before. With GOGC=off it does
-// nothing.
+// is called, which restores the GOGC of before. While it runs it owns
+// GOGC: a GOGC set meanwhile by others is overwritten after the next
+// collection. With GOGC=off, or while another Keep runs, it does nothing.
 func Keep(floor uint64) (stop func()) {
-	base := debug.SetGCPercent(100)
-	debug.SetGCPercent(base)
-	if base < 0 {
+	base, on := gcPercent()
+	if !on || !active.CompareAndSwap(false, true) {
 		return func() {}
 	}
-	k := &keeper{floor: floor, base: base, last: base,
-		sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	k := &keeper{floor: floor, base: base, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
 	k.arm()
 	return func() {
 		k.mu.Lock()
@@ -39,8 +43,20 @@ func Keep(floor uint64) (stop func()) {
 		if !k.stopped {
 			k.stopped = true
 			debug.SetGCPercent(k.base)
+			active.Store(false)
 		}
 	}
+}
+
+// gcPercent returns the GOGC in force, and false if it is off.
+func gcPercent() (int, bool) {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	p := s[0].Value.Uint64()
+	if p > math.MaxInt32 { // off: -1, as an unsigned number
+		return 0, false
+	}
+	return int(p), true
 }
 
 type keeper struct {
@@ -49,7 +65,6 @@ type keeper struct {
 
 	mu      sync.Mutex // guards what follows
 	stopped bool
-	last    int // the GOGC set last
 	sample  []metrics.Sample
 }
 
@@ -72,21 +87,25 @@ func (k *keeper) adjust() bool {
 		return false
 	}
 	metrics.Read(k.sample)
-	if p := Percent(k.sample[0].Value.Uint64(), k.floor, k.base); p != k.last {
-		debug.SetGCPercent(p)
-		k.last = p
-	}
+	debug.SetGCPercent(Percent(k.sample[0].Value.Uint64(), k.floor, k.base))
 	return true
 }
 
 // Percent is the GOGC that puts the heap goal of a live heap of live bytes
-// at floor bytes at least: base, if base already does.
+// at floor bytes at least, and never below base: base, if base already
+// does; at most maxPercent (or base, if higher).
 func Percent(live, floor uint64, base int) int {
-	if live == 0 {
-		return maxPercent
-	}
-	if live+live*uint64(base)/100 >= floor {
+	floor = min(floor, maxFloor)
+	d := uint64(100 + base)
+	if live >= (floor*100+d-1)/d { // live * (100+base)/100 >= floor
 		return base
 	}
-	return int(min(floor/live*100+floor%live*100/live-100, maxPercent))
+	if live == 0 {
+		return max(base, maxPercent)
+	}
+	p := (floor*100+live-1)/live - 100 // rounded up: the goal is not below the floor
+	return max(base, int(min(p, maxPercent)))
 }
+
+// maxFloor bounds the floor (1 PiB), so that Percent's sums cannot overflow.
+const maxFloor = 1 << 50
