@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -328,6 +329,10 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer fenceSrv.Close()
+	// Loading the state left garbage (the maps' tables as they grew, the
+	// replay's buffers) as large as the state itself: collect it and give
+	// it back before serving.
+	debug.FreeOSMemory()
 	keyID := ""
 	if signer != nil {
 		keyID = signer.ID
