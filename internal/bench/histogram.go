@@ -31,23 +31,32 @@ type Histogram struct {
 }
 
 // bucketOf returns the index of the bucket that holds v >= 0.
-func bucketOf(v int64) int {
-	if v < subCount {
-		return int(v)
-	}
-	shift := bits.Len64(uint64(v)) - subBits // >= 1
-	sub := int(v >> shift)                   // in [subHalf, subCount)
-	return subCount + (shift-1)*subHalf + (sub - subHalf)
-}
+func bucketOf(v int64) int { return logLinearBucket(v, subBits) }
 
 // bucketRange returns the lowest value of bucket i and its width.
-func bucketRange(i int) (lo, width int64) {
-	if i < subCount {
+func bucketRange(i int) (lo, width int64) { return logLinearRange(i, subBits) }
+
+// logLinearBucket returns the bucket of v >= 0 in a log-linear scheme with
+// 2^sub buckets below 2^sub and 2^(sub-1) buckets in each power of two
+// above: Histogram's (sub = subBits) and the Timeline's coarser one.
+func logLinearBucket(v int64, sub int) int {
+	count, half := int64(1)<<sub, 1<<(sub-1)
+	if v < count {
+		return int(v)
+	}
+	shift := bits.Len64(uint64(v)) - sub // >= 1
+	return int(count) + (shift-1)*half + int(v>>shift) - half
+}
+
+// logLinearRange returns the lowest value of bucket i of logLinearBucket's
+// scheme and its width.
+func logLinearRange(i, sub int) (lo, width int64) {
+	count, half := 1<<sub, 1<<(sub-1)
+	if i < count {
 		return int64(i), 1
 	}
-	shift := (i-subCount)/subHalf + 1
-	sub := int64((i-subCount)%subHalf + subHalf)
-	return sub << shift, int64(1) << shift
+	shift := (i-count)/half + 1
+	return int64((i-count)%half+half) << shift, int64(1) << shift
 }
 
 // Record adds one duration. Negative durations count as zero. It never

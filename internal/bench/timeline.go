@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"math/bits"
 	"sync"
 	"time"
 )
@@ -96,23 +95,11 @@ type coarseHistogram struct {
 	max    int64 // nanoseconds, exact
 }
 
-func coarseBucketOf(v int64) int {
-	if v < coarseSub {
-		return int(v)
-	}
-	shift := bits.Len64(uint64(v)) - coarseBits // >= 1
-	i := coarseSub + (shift-1)*coarseHalf + int(v>>shift) - coarseHalf
-	return min(i, nCoarse-1)
-}
+// coarseBucketOf returns the bucket of v >= 0; 2^40 ns and more share the last.
+func coarseBucketOf(v int64) int { return min(logLinearBucket(v, coarseBits), nCoarse-1) }
 
-func coarseBucketRange(i int) (lo, width int64) {
-	if i < coarseSub {
-		return int64(i), 1
-	}
-	shift := (i-coarseSub)/coarseHalf + 1
-	sub := int64((i-coarseSub)%coarseHalf + coarseHalf)
-	return sub << shift, int64(1) << shift
-}
+// coarseBucketRange returns the lowest value of bucket i and its width.
+func coarseBucketRange(i int) (lo, width int64) { return logLinearRange(i, coarseBits) }
 
 func (h *coarseHistogram) record(d time.Duration) {
 	v := max(int64(d), 0)
