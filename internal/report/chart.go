@@ -130,15 +130,8 @@ func (c LineChart) HTML() template.HTML {
 	if c.LogY {
 		y = logAxis(ys)
 	}
-	x.p0, x.p1 = marginLeft, float64(w-marginRight)
-	y.p0, y.p1 = float64(h-marginBottom), marginTop
-
 	var b strings.Builder
-	openSVG(&b, w, h, c.Title)
-	frame(&b, h, x, y, c.XLabel, c.YLabel)
-	if len(xs) == 0 {
-		noData(&b, w, h)
-	}
+	x, y = plotArea(&b, w, h, x, y, c.Title, c.XLabel, c.YLabel, len(xs) == 0)
 	legendX := float64(w - marginRight)
 	for i := len(c.Series) - 1; i >= 0; i-- { // right-aligned, so from the last
 		s := c.Series[i]
@@ -228,15 +221,8 @@ func (hg Histogram) HTML() template.HTML {
 		x = logAxis(edges)
 	}
 	y := linearAxis(counts, true)
-	x.p0, x.p1 = marginLeft, float64(w-marginRight)
-	y.p0, y.p1 = float64(h-marginBottom), marginTop
-
 	var b strings.Builder
-	openSVG(&b, w, h, hg.Title)
-	frame(&b, h, x, y, hg.XLabel, hg.YLabel)
-	if len(bars) == 0 {
-		noData(&b, w, h)
-	}
+	x, y = plotArea(&b, w, h, x, y, hg.Title, hg.XLabel, hg.YLabel, len(bars) == 0)
 	b.WriteString(`<g class="bars">`)
 	for _, bar := range bars {
 		x0, x1 := x.pos(bar.Lo), x.pos(bar.Hi)
@@ -453,6 +439,20 @@ func size(w, h int) (int, int) {
 }
 
 // openSVG starts the SVG of a chart, with its title.
+// plotArea places x and y in a chart of w by h, and starts the chart in b:
+// the SVG element, the frame with its axes and labels, and "no data" if
+// empty. It returns the placed axes.
+func plotArea(b *strings.Builder, w, h int, x, y axis, title, xLabel, yLabel string, empty bool) (axis, axis) {
+	x.p0, x.p1 = marginLeft, float64(w-marginRight)
+	y.p0, y.p1 = float64(h-marginBottom), marginTop
+	openSVG(b, w, h, title)
+	frame(b, h, x, y, xLabel, yLabel)
+	if empty {
+		noData(b, w, h)
+	}
+	return x, y
+}
+
 func openSVG(b *strings.Builder, w, h int, title string) {
 	fmt.Fprintf(b, `<svg viewBox="0 0 %d %d" width="%d" height="%d" role="img" font-family="system-ui, sans-serif">`, w, h, w, h)
 	if title != "" {
