@@ -626,7 +626,7 @@ func TestCluster_Migrate(t *testing.T) {
 		c.kill(i)
 	}
 	out, err = exec.Command(binary, "bump", "--store", store, "--by", "1000").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "raised the tokens of 2 resources") {
+	if err != nil || !strings.Contains(string(out), "raised the token floor to ") {
 		t.Fatalf("fence bump: %v\n%s", err, out)
 	}
 	c.start(0)

@@ -1,6 +1,7 @@
 package fencetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/state"
 )
 
 // TestLedger checks that the backends open returns keep the lock service's
@@ -26,6 +28,55 @@ func TestLedger(t *testing.T, open func(t *testing.T) Backend) {
 	t.Run("Delays", func(t *testing.T) { testDelays(t, open) })
 	t.Run("Owner", func(t *testing.T) { testOwner(t, open) })
 	t.Run("LastToken", func(t *testing.T) { testLastToken(t, open) })
+	t.Run("Floor", func(t *testing.T) { testFloor(t, open) })
+}
+
+// updater is a backend that runs the rules of package state in its
+// transactions: every backend built on state.DB.
+type updater interface {
+	Update(ctx context.Context, fn func(tx state.Tx) error) error
+}
+
+// testFloor checks that a raised token floor (state.RaiseFloor, what fence
+// bump does) fences every token below it on every resource, those the
+// backend has no record of included: their next grant is above the floor,
+// a write or a renewal with an older token is refused, and no lease from
+// before is listed.
+func testFloor(t *testing.T, open func(t *testing.T) Backend) {
+	b := open(t)
+	u, ok := b.(updater)
+	if !ok {
+		t.Skipf("%T does not run state's transactions", b)
+	}
+	ctx := t.Context()
+	old := grantAt(t, b, "known", "A", testTTL, expires1)
+	var floor fence.Token
+	if err := u.Update(ctx, func(tx state.Tx) (err error) {
+		floor, err = state.RaiseFloor(tx, 100)
+		return err
+	}); err != nil {
+		t.Fatalf("RaiseFloor: %v", err)
+	}
+	if floor != old+100 {
+		t.Fatalf("RaiseFloor=%d, want %d", floor, old+100)
+	}
+	wantLeases(t, b)
+	for _, res := range []string{"known", "unknown"} {
+		if got := lastToken(t, b, res); got != floor {
+			t.Fatalf("%s: LastToken=%d, want the floor %d", res, got, floor)
+		}
+		wantFence(t, b, res, floor)
+		_, err := b.Put(ctx, res, "k", []byte("stale"), old, fence.Cond{})
+		wantFenced(t, err, res, old, floor)
+		_, err = b.Refresh(ctx, res, old, testTTL, expires2)
+		wantLeaseLost(t, err, res, old, 0)
+		if tok := grantAt(t, b, res, "B", testTTL, expires2); tok != floor+1 {
+			t.Fatalf("%s: Grant after the floor=%d, want %d", res, tok, floor+1)
+		}
+	}
+	if _, err := b.Refresh(ctx, "known", floor+1, testTTL, expires2); err != nil {
+		t.Fatalf("the new lease's Refresh: %v", err)
+	}
 }
 
 // Expiry times with nanoseconds, to catch a backend that rounds them.

@@ -81,8 +81,23 @@ func testTakeover(t *testing.T, newStore func(t *testing.T) ReplicatedStore, uns
 		t.Fatal(err)
 	}
 
+	// A raised floor is the store's, and the next leader's.
+	var floor fence.Token
+	if err := dbA.Update(ctx, func(tx state.Tx) (err error) { floor, err = state.RaiseFloor(tx, 10); return err }); err != nil {
+		t.Fatalf("RaiseFloor: %v", err)
+	}
+	tok = grant(t, dbA, "r", "A")
+	put(t, dbA, "r", "k", "A", tok, fence.Cond{})
+	owned, err = dbA.Grant(fence.WithOwner(ctx, "alice"), "owned", "A", testTTL, time.Now().Add(testTTL))
+	if err != nil || tok != floor+1 || owned != floor+1 {
+		t.Fatalf("Grants after the floor %d: %d, %d, %v; want %d", floor, tok, owned, err, floor+1)
+	}
+
 	st.EndLeadership(t)
 	dbB, _ := Lead(t, b)
+	if got := lastToken(t, dbB, "unrecorded"); got != floor {
+		t.Fatalf("the new leader: LastToken of an unrecorded resource %d, want the floor %d", got, floor)
+	}
 	if m, _, ok, err := b.Leader(ctx); err != nil || !ok || m.URL != "http://127.0.0.1:2" {
 		t.Fatalf("Leader=%+v, %v, %v; want B", m, ok, err)
 	}

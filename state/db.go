@@ -227,6 +227,7 @@ func (db *DB) commit(batch []*op) {
 	start := time.Now()
 	applied := false
 	err := db.engine.Update(context.Background(), func(tx Tx) error {
+		tx = withFloor(tx)
 		for _, o := range batch {
 			o.err = o.fn(tx)
 			if o.err != nil && !IsRejection(o.err) {
@@ -292,7 +293,7 @@ func (db *DB) View(ctx context.Context, fn func(tx Tx) error) error {
 	if closed {
 		return fence.ErrClosed
 	}
-	return db.viewer.View(ctx, fn)
+	return db.viewer.View(ctx, func(tx Tx) error { return fn(withFloor(tx)) })
 }
 
 // Barrier returns once everything committed before it was called is

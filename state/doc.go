@@ -17,6 +17,11 @@
 //     committed to a Remote only if that epoch is still current, reads
 //     confirmed by the same epoch check.
 //
+// A store has a token floor (FloorName, RaiseFloor): every resource reads
+// as if its last token and its fence were at the floor at least, so that
+// raising it after a restore fences every older token on every resource,
+// even those the store has no record of.
+//
 // Every rule checks everything before it changes anything, so a rejection
 // (an error for which IsRejection is true) leaves the Tx untouched and the
 // engine may commit the other work of the same transaction. Any other error

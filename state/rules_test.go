@@ -512,15 +512,18 @@ func TestIsRejection(t *testing.T) {
 }
 
 // TestRevisionsExhausted checks that the store revision never passes
-// MaxRev, the highest If-Match can name: neither by a bump nor by a write.
+// MaxRev, the highest If-Match can name: neither by a raise of the floor
+// nor by a write.
 func TestRevisionsExhausted(t *testing.T) {
 	tx := newTx()
-	if err := state.BumpRev(tx, state.MaxRev); err != nil {
-		t.Fatal(err)
+	tx.rev = state.MaxRev - 5
+	if _, err := state.RaiseFloor(tx, 10); !errors.Is(err, state.ErrRevisionsExhausted) {
+		t.Fatalf("RaiseFloor past MaxRev: %v, want ErrRevisionsExhausted", err)
 	}
-	if err := state.BumpRev(tx, 1); !errors.Is(err, state.ErrRevisionsExhausted) {
-		t.Fatalf("BumpRev past MaxRev: %v, want ErrRevisionsExhausted", err)
+	if f, _ := state.Floor(tx); f != 0 || tx.rev != state.MaxRev-5 {
+		t.Fatalf("a refused RaiseFloor left floor %d, revision %d", f, tx.rev)
 	}
+	tx.rev = state.MaxRev
 	token, err := state.Grant(tx, "r", "h", "", time.Second, time.Now().Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -533,15 +536,26 @@ func TestRevisionsExhausted(t *testing.T) {
 	}
 }
 
-// TestBump checks that a bump ends the lease with everything recorded for it,
-// its owner included, and fences every token issued before.
-func TestBump(t *testing.T) {
+// TestRaiseFloor checks that raising the floor sets it above the highest
+// token of any resource, and records nothing for the resources.
+func TestRaiseFloor(t *testing.T) {
 	tx := newTx()
 	tx.resources["a"] = state.Resource{LastToken: 4, LastFence: 3, LeaseToken: 4, Holder: "h", Owner: "alice", TTL: time.Second, Expires: 1}
-	if err := state.Bump(tx, "a", 10); err != nil {
-		t.Fatalf("Bump: %v", err)
+	tx.resources["b"] = state.Resource{LastToken: 9, LastFence: 9}
+	floor, err := state.RaiseFloor(tx, 10)
+	if err != nil || floor != 19 {
+		t.Fatalf("RaiseFloor=%d, %v; want 19", floor, err)
 	}
-	if got, want := tx.resources["a"], (state.Resource{LastToken: 14, LastFence: 14}); got != want {
-		t.Fatalf("Resource=%+v, want %+v (no lease, no owner)", got, want)
+	if got, _ := state.Floor(tx); got != 19 {
+		t.Fatalf("Floor=%d, want 19", got)
+	}
+	if got, want := tx.resources["a"].LastToken, fence.Token(4); got != want {
+		t.Fatalf("the record of a: LastToken %d, want %d untouched (the floor is read through, not written)", got, want)
+	}
+	if _, err := state.RaiseFloor(tx, fence.MaxToken-18); !errors.Is(err, state.ErrTokensExhausted) {
+		t.Fatalf("RaiseFloor past MaxToken: %v, want ErrTokensExhausted", err)
+	}
+	if _, err := state.RaiseFloor(tx, 0); !errors.Is(err, fence.ErrBadRequest) {
+		t.Fatalf("RaiseFloor by 0: %v, want ErrBadRequest", err)
 	}
 }

@@ -71,13 +71,15 @@ func bumpCmd(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("bump", "fence bump (--store URL | --data DIR) [--by N]\n\n"+
 		"After a store is restored from a backup, tokens issued after the backup was taken\n"+
 		"are unknown to it: a new grant could hand one out again, and a stale holder's write\n"+
-		"could pass. bump raises every resource's last token by N and its fence to that\n"+
-		"token (every lease ends: its holder is fenced), and the store revision by N. N must\n"+
-		"exceed the grants and writes made after the backup. Run it before any fence server\n"+
-		"serves the restored store, and stop every server that ran before the restore.", bumpExamples, std.out)
+		"could pass. bump sets the store's token floor N above the highest token it knows\n"+
+		"of: every resource, recorded in the backup or created after it, then has its last\n"+
+		"token and its fence at the floor at least (every lease ends: its holder is fenced),\n"+
+		"and the store revision is raised by N. N must exceed the grants of any one resource,\n"+
+		"and the writes, made after the backup. Run it before any fence server serves the\n"+
+		"restored store, and stop every server that ran before the restore.", bumpExamples, std.out)
 	fs.StringVar(&store, "store", "", "`URL` of a restored shared store (fence serve --store)")
 	fs.StringVar(&data, "data", "", "`directory` of a restored embedded store (fence serve --data)")
-	fs.Uint64Var(&by, "by", 1_000_000_000, "how much to raise every token and the revision")
+	fs.Uint64Var(&by, "by", 1_000_000_000, "how far above the highest known token to set the floor, and how much to raise the revision")
 	fs.DurationVar(&wait, "wait", 10*time.Second, "with --store: how long to wait for the store's leadership")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -103,11 +105,11 @@ func bumpCmd(ctx context.Context, args []string, std stdio) error {
 		}
 		db, release, where = d, r, redactStore(store)
 	}
-	n, err := admin.Bump(ctx, db, by)
+	floor, n, err := admin.Bump(ctx, db, by)
 	err = errors.Join(err, release())
 	if err != nil {
 		return fmt.Errorf("bump: %w", err)
 	}
-	fmt.Fprintf(std.out, "raised the tokens of %d resources and the revision by %d in %s\n", n, by, where)
+	fmt.Fprintf(std.out, "raised the token floor to %d, above every token of the %d resources recorded and of any other, and the revision by %d in %s\n", floor, n, by, where)
 	return nil
 }

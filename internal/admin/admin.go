@@ -1,6 +1,6 @@
 // Package admin is what fence migrate and fence bump do to a store: copy the
-// embedded store into a shared one, and raise every token and the revision
-// of a store restored from a backup. It works through package state's
+// embedded store into a shared one, and raise the token floor and the
+// revision of a store restored from a backup. It works through package state's
 // rules and commits, in batches small enough for every engine.
 package admin
 
@@ -71,7 +71,9 @@ func Migrate(ctx context.Context, src Exporter, dst DB) (Counts, error) {
 	}
 	b := &batcher{ctx: ctx, db: dst}
 	n.Rev, err = src.Export(ctx, func(name string, r state.Resource) error {
-		n.Resources++
+		if name != state.FloorName { // the store's token floor is copied, not counted
+			n.Resources++
+		}
 		if r.LeaseToken != 0 {
 			n.Leases++
 		}
@@ -91,40 +93,31 @@ func Migrate(ctx context.Context, src Exporter, dst DB) (Counts, error) {
 	return n, b.flush()
 }
 
-// Bump raises every resource's last token by by and its fence to that token
-// (ending every lease and lock-delay), and the store revision by by: run it
-// on a store restored from a backup, before any server serves from it, with
-// by larger than the number of grants (and writes) made after the backup was
-// taken. It returns the number of resources bumped. It commits in batches:
-// if it fails half-way, run it again (tokens only go up).
-func Bump(ctx context.Context, db DB, by uint64) (int, error) {
+// Bump sets the store's token floor (see state.RaiseFloor) by above the
+// highest token it knows of, on any resource, and raises the store revision
+// by by, in one commit: run it on a store restored from a backup, before any
+// server serves from it, with by larger than the number of grants of any
+// one resource (and of writes) made after the backup was taken. Every lease
+// and lock-delay ends, and the next grant of every resource, known to the
+// restored store or created after the backup, gets a token above any issued
+// before the restore. It returns the new floor and the number of resources
+// the store holds records of.
+func Bump(ctx context.Context, db DB, by uint64) (floor fence.Token, resources int, err error) {
 	if by == 0 || by > uint64(fence.MaxToken) {
-		return 0, fmt.Errorf("admin: bump by %d: want 1..%d", by, fence.MaxToken)
+		return 0, 0, fmt.Errorf("admin: bump by %d: want 1..%d", by, fence.MaxToken)
 	}
-	var names []string
-	err := db.View(ctx, func(tx state.Tx) error {
-		names = names[:0]
-		return tx.Resources(func(name string, r state.Resource) error {
-			if r.LastToken > fence.MaxToken-fence.Token(by) {
-				return fmt.Errorf("%w: %q: bumping %d by %d passes %d", state.ErrTokensExhausted, name, r.LastToken, by, fence.MaxToken)
-			}
-			names = append(names, name)
-			return nil
-		})
+	err = db.Update(ctx, func(tx state.Tx) error {
+		resources = 0
+		if err := tx.Resources(func(string, state.Resource) error { resources++; return nil }); err != nil {
+			return err
+		}
+		floor, err = state.RaiseFloor(tx, fence.Token(by))
+		return err
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	b := &batcher{ctx: ctx, db: db}
-	for _, name := range names {
-		if err := b.add(0, func(tx state.Tx) error { return state.Bump(tx, name, fence.Token(by)) }); err != nil {
-			return 0, err
-		}
-	}
-	if err := b.add(0, func(tx state.Tx) error { return state.BumpRev(tx, fence.Rev(by)) }); err != nil {
-		return 0, err
-	}
-	return len(names), b.flush()
+	return floor, resources, nil
 }
 
 // batcher commits changes in transactions of at most batchItems changes and

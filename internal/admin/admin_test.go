@@ -91,38 +91,69 @@ func TestMigrate(t *testing.T) {
 func TestBump(t *testing.T) {
 	ctx := t.Context()
 	db := source(t)
-	before := map[string]fence.Token{}
+	highest := fence.Token(0)
 	for i := range 100 {
-		res := fmt.Sprint("r", i)
-		before[res], _ = db.LastToken(ctx, res)
+		last, _ := db.LastToken(ctx, fmt.Sprint("r", i))
+		highest = max(highest, last)
 	}
-	if n, err := admin.Bump(ctx, db, 1000); err != nil || n != 100 {
-		t.Fatalf("Bump=%d, %v; want 100 resources", n, err)
+	floor, n, err := admin.Bump(ctx, db, 1000)
+	if err != nil || n != 100 || floor != highest+1000 {
+		t.Fatalf("Bump=%d, %d, %v; want the floor %d over 100 resources", floor, n, err, highest+1000)
 	}
-	for res, last := range before {
-		if got, _ := db.LastToken(ctx, res); got != last+1000 {
-			t.Fatalf("%s: LastToken=%d, want %d", res, got, last+1000)
+	// Every resource, recorded or not, is at the floor: every token issued
+	// before is fenced, and the next grant gets a greater one.
+	for _, res := range []string{"r0", "r1", "r99", "created-after-the-backup"} {
+		if got, _ := db.LastToken(ctx, res); got != floor {
+			t.Fatalf("%s: LastToken=%d, want the floor %d", res, got, floor)
 		}
-		if f, _ := db.Fence(ctx, res); f != last+1000 {
-			t.Fatalf("%s: Fence=%d, want %d: every token issued before is fenced", res, f, last+1000)
+		if f, _ := db.Fence(ctx, res); f != floor {
+			t.Fatalf("%s: Fence=%d, want the floor %d: every token issued before is fenced", res, f, floor)
 		}
-		// A holder from before the restore is fenced.
-		if _, err := db.Put(ctx, res, "k", []byte("stale"), last, fence.Cond{}); !errors.Is(err, fence.ErrFenced) {
-			t.Fatalf("%s: Put with the old token %d: err=%v, want ErrFenced", res, last, err)
+		if _, err := db.Put(ctx, res, "k", []byte("stale"), highest, fence.Cond{}); !errors.Is(err, fence.ErrFenced) {
+			t.Fatalf("%s: Put with the old token %d: err=%v, want ErrFenced", res, highest, err)
+		}
+		if _, err := db.Refresh(ctx, res, highest, time.Minute, time.Now().Add(time.Minute)); !errors.As(err, new(*fence.LeaseLostError)) {
+			t.Fatalf("%s: Refresh of a lease from before: err=%v, want a LeaseLostError", res, err)
+		}
+		if tok, err := db.Grant(ctx, res, "new", time.Minute, time.Now().Add(time.Minute)); err != nil || tok != floor+1 {
+			t.Fatalf("%s: Grant after the bump=%d, %v; want %d", res, tok, err, floor+1)
 		}
 	}
-	if leases, delays, _ := db.Leases(ctx); len(leases) != 0 || len(delays) != 0 {
-		t.Fatalf("leases %v, delays %v after a bump; want none", leases, delays)
+	if leases, delays, _ := db.Leases(ctx); len(leases) != 4 || len(delays) != 0 {
+		t.Fatalf("leases %v, delays %v after a bump and 4 grants; want those 4 only", leases, delays)
 	}
 	var rev fence.Rev
 	db.View(ctx, func(tx state.Tx) (err error) { rev, err = tx.Rev(); return err })
 	if rev != 1100 {
 		t.Fatalf("revision %d after a bump of 1000, want 1100", rev)
 	}
-	if _, err := admin.Bump(ctx, db, uint64(fence.MaxToken)); !errors.Is(err, state.ErrTokensExhausted) {
+	if _, _, err := admin.Bump(ctx, db, uint64(fence.MaxToken)); !errors.Is(err, state.ErrTokensExhausted) {
 		t.Fatalf("Bump past MaxToken: err=%v, want ErrTokensExhausted", err)
 	}
-	if tok, _ := db.LastToken(ctx, "r1"); tok != before["r1"]+1000 {
+	if tok, _ := db.LastToken(ctx, "r2"); tok != floor {
 		t.Fatalf("a refused bump changed LastToken to %d", tok)
+	}
+	// A second bump goes above the first and above every grant since.
+	if floor2, _, err := admin.Bump(ctx, db, 10); err != nil || floor2 != floor+1+10 {
+		t.Fatalf("second Bump=%d, %v; want %d", floor2, err, floor+1+10)
+	}
+}
+
+// TestMigrateCopiesTheFloor checks that a migration carries the token floor
+// of a bumped store: the resources it does not record stay above it.
+func TestMigrateCopiesTheFloor(t *testing.T) {
+	ctx := t.Context()
+	src := source(t)
+	floor, _, err := admin.Bump(ctx, src, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := memory.New()
+	n, err := admin.Migrate(ctx, src, dst)
+	if err != nil || n.Resources != 100 {
+		t.Fatalf("Migrate=%+v, %v; want 100 resources (the floor is not one)", n, err)
+	}
+	if tok, err := dst.Grant(ctx, "unrecorded", "h", time.Minute, time.Now().Add(time.Minute)); err != nil || tok != floor+1 {
+		t.Fatalf("Grant of an unrecorded resource after the migration=%d, %v; want %d", tok, err, floor+1)
 	}
 }
