@@ -24,6 +24,11 @@ const (
 	opEntry    = 2 // resource, key, entry record
 	opDelete   = 3 // resource, key
 	opRev      = 4 // revision (uvarint)
+	// opEnd ends a record's payload, so that the last byte of a record
+	// written whole is never zero: one whose last byte reads as zero was
+	// cut short by a crash (see tornTail). Records written before it was
+	// added end without it.
+	opEnd = 0xff
 )
 
 // applier receives decoded operations.
@@ -64,7 +69,7 @@ func encodeChanges(b []byte, c *state.Changes) []byte {
 		b = append(b, opRev)
 		b = binary.AppendUvarint(b, uint64(c.Rev))
 	}
-	return b
+	return append(b, opEnd)
 }
 
 func cmpString(a, b string) int {
@@ -87,7 +92,7 @@ func appendBytes(b, v []byte) []byte {
 	return append(b, v...)
 }
 
-// decodeOps applies every operation of p to a, or returns errCorrupt and
+// decodeOps applies every operation of p to a, or returns ErrCorrupt and
 // applies nothing: it decodes p once to check it, then again to apply it.
 // Entry values are copied: p is not kept.
 func decodeOps(p []byte, a applier) error {
@@ -98,7 +103,7 @@ func decodeOps(p []byte, a applier) error {
 }
 
 // applyOps applies the operations of p to a as it decodes them; on
-// errCorrupt, those before the corrupt one are applied.
+// ErrCorrupt, those before the corrupt one are applied.
 func applyOps(p []byte, a applier) error {
 	d := decoder{b: p}
 	for len(d.b) > 0 && d.err == nil {
@@ -138,12 +143,16 @@ func applyOps(p []byte, a applier) error {
 			if d.err == nil {
 				a.setRev(rev)
 			}
+		case opEnd:
+			if len(d.b) > 0 {
+				d.err = errors.New("data after the end of a record")
+			}
 		default:
 			d.err = fmt.Errorf("operation kind %d", kind)
 		}
 	}
 	if d.err != nil {
-		return fmt.Errorf("%w: %v", errCorrupt, d.err)
+		return fmt.Errorf("%w: %v", ErrCorrupt, d.err)
 	}
 	return nil
 }
@@ -277,32 +286,32 @@ func readSnapshot(dir string, n uint64, a applier) (position, error) {
 // caller must drop a.
 func decodeSnapshot(r io.Reader, size int64, a applier) (position, error) {
 	if size < int64(len(snapshotMagic))+4 {
-		return position{}, fmt.Errorf("%w: not a snapshot", errCorrupt)
+		return position{}, fmt.Errorf("%w: not a snapshot", ErrCorrupt)
 	}
 	crc := crc32.New(castagnoli)
 	br := bufio.NewReaderSize(io.TeeReader(io.LimitReader(r, size-4), crc), 1<<20)
 	magic := make([]byte, len(snapshotMagic))
 	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != string(snapshotMagic) {
-		return position{}, fmt.Errorf("%w: not a snapshot", errCorrupt)
+		return position{}, fmt.Errorf("%w: not a snapshot", ErrCorrupt)
 	}
 	seq, err1 := binary.ReadUvarint(br)
 	off, err2 := binary.ReadUvarint(br)
 	if err1 != nil || err2 != nil {
-		return position{}, fmt.Errorf("%w: snapshot position", errCorrupt)
+		return position{}, fmt.Errorf("%w: snapshot position", ErrCorrupt)
 	}
 	if err := streamOps(br, a); err != nil {
 		return position{}, err
 	}
 	var sum [4]byte
 	if _, err := io.ReadFull(r, sum[:]); err != nil || crc.Sum32() != binary.BigEndian.Uint32(sum[:]) {
-		return position{}, fmt.Errorf("%w: snapshot checksum", errCorrupt)
+		return position{}, fmt.Errorf("%w: snapshot checksum", ErrCorrupt)
 	}
 	return position{seq: seq, off: off}, nil
 }
 
 // streamOps applies the operations read from r until its end.
 func streamOps(r *bufio.Reader, a applier) error {
-	bad := func(what string) error { return fmt.Errorf("%w: snapshot %s", errCorrupt, what) }
+	bad := func(what string) error { return fmt.Errorf("%w: snapshot %s", ErrCorrupt, what) }
 	readBytes := func(buf []byte) ([]byte, error) {
 		n, err := binary.ReadUvarint(r)
 		if err != nil || n > maxRecord {
@@ -336,7 +345,7 @@ func streamOps(r *bufio.Reader, a applier) error {
 			}
 			res, err := state.DecodeResource(b3)
 			if err != nil {
-				return fmt.Errorf("%w: snapshot: %v", errCorrupt, err)
+				return fmt.Errorf("%w: snapshot: %v", ErrCorrupt, err)
 			}
 			a.setResource(string(b1), res)
 		case opEntry:
@@ -351,7 +360,7 @@ func streamOps(r *bufio.Reader, a applier) error {
 			}
 			e, err := state.DecodeEntry(b3)
 			if err != nil {
-				return fmt.Errorf("%w: snapshot: %v", errCorrupt, err)
+				return fmt.Errorf("%w: snapshot: %v", ErrCorrupt, err)
 			}
 			e.Value = append(make([]byte, 0, len(e.Value)), e.Value...)
 			a.setEntry(state.EntryID{Resource: string(b1), Key: string(b2)}, e)

@@ -146,9 +146,13 @@ func openEngine(dir string, opts Options) (*engine, error) {
 	return e, nil
 }
 
-// recover loads the newest snapshot, replays the log after it, and starts a
-// new segment for the commits to come: the segments before it are never
-// written again, whatever their tails hold.
+// recover loads the newest snapshot, replays the log after it, and goes on
+// writing at the end of the log's last record. The only damage it mends is
+// the one a crash leaves: a record cut short at the very end of the log,
+// never acknowledged, which it cuts (see tornTail). Anything else (a record
+// that does not check out with more after it, a segment cut short or
+// missing) is refused with a *CorruptError: replaying around it would lose
+// acknowledged changes and issue tokens again.
 func (e *engine) recover() error {
 	names, err := os.ReadDir(e.dir)
 	if err != nil {
@@ -170,35 +174,157 @@ func (e *engine) recover() error {
 			return fmt.Errorf("snapshot %s: %w", snapshotName(e.snapN), err)
 		}
 	}
-	segs, err := listFiles(e.dir, "log-", ".seg")
+	live, last, strict, err := e.logSegments(pos)
 	if err != nil {
 		return err
 	}
-	next := pos.seq
-	for _, seq := range segs {
-		if seq < pos.seq {
-			continue // before the snapshot: left over by a crash during the removal
-		}
-		if seq != next {
-			return fmt.Errorf("%w: log segment %s is missing", errCorrupt, segmentName(next))
-		}
+	writer := pos // where the next record goes
+	replayed := int64(0)
+	for i, seq := range live {
 		off := int64(0)
 		if seq == pos.seq {
 			off = int64(pos.off)
 		}
-		if _, err := readSegment(e.dir, seq, off, func(p []byte) error { return decodeOps(p, e) }); err != nil {
-			return fmt.Errorf("log segment %s: %w", segmentName(seq), err)
+		end, err := readSegment(e.dir, seq, off, func(p []byte) error { return decodeOps(p, e) })
+		if err != nil {
+			return &CorruptError{File: segmentName(seq), Offset: end, Reason: err.Error()}
 		}
-		next = seq + 1
+		replayed += end - off
+		if end > off || seq == pos.seq {
+			writer = position{seq: seq, off: uint64(end)}
+		}
+		torn, err := e.checkTail(seq, end, live[i+1:], strict)
+		if err != nil {
+			return err
+		}
+		if torn && strict {
+			break // the segments after it hold nothing
+		}
 	}
-	if err := createSegment(e.dir, next, e.opts.SegmentSize); err != nil {
-		return fmt.Errorf("new log segment: %w", err)
+	if len(live) == 0 {
+		if err := createSegment(e.dir, pos.seq, e.opts.SegmentSize); err != nil {
+			return fmt.Errorf("new log segment: %w", err)
+		}
+		last = pos.seq
 	}
-	if e.seg, err = openSegment(e.dir, next, 0); err != nil {
+	if e.seg, err = openSegment(e.dir, writer.seq, int64(writer.off)); err != nil {
 		return err
 	}
-	e.makeSpare(next + 1)
+	// The segment after the writer's, if one was made, is the spare; any
+	// after it hold nothing (checked above) and go.
+	spare := writer.seq + 1
+	if last > spare || !strict {
+		if err := writeLast(e.dir, max(writer.seq, min(last, spare))); err != nil {
+			return fmt.Errorf("record the log's last segment: %w", err)
+		}
+	}
+	for _, seq := range live {
+		if seq > spare {
+			os.Remove(filepath.Join(e.dir, segmentName(seq)))
+		}
+	}
+	if err := syncDir(e.dir); err != nil {
+		return err
+	}
+	if slices.Contains(live, spare) {
+		e.spare = spare
+	} else {
+		e.makeSpare(spare)
+	}
+	e.sinceSnap = replayed
+	if e.sinceSnap >= e.opts.SnapshotEvery {
+		e.snapshot()
+	}
 	return nil
+}
+
+// logSegments returns the segments of the log from the snapshot at pos on,
+// refusing a log with one missing, and the newest segment lastName names.
+// strict is false for a journal written before lastName was kept, whose
+// segments before the last may end with a record cut short by a crash.
+func (e *engine) logSegments(pos position) (live []uint64, last uint64, strict bool, err error) {
+	segs, err := listFiles(e.dir, "log-", ".seg")
+	if err != nil {
+		return nil, 0, false, err
+	}
+	last, strict, err = readLast(e.dir)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	want := pos.seq
+	for _, seq := range segs {
+		if seq < pos.seq {
+			continue // before the snapshot: left over by a crash during the removal
+		}
+		if seq != want {
+			return nil, 0, false, &CorruptError{File: segmentName(want), Offset: -1, Reason: fmt.Sprintf("the log goes on in %s", segmentName(seq))}
+		}
+		live = append(live, seq)
+		want++
+	}
+	switch {
+	case strict && want <= last:
+		return nil, 0, false, &CorruptError{File: segmentName(want), Offset: -1, Reason: fmt.Sprintf("the log was written up to %s (%s)", segmentName(last), lastName)}
+	case len(live) == 0 && pos.off > 0:
+		return nil, 0, false, &CorruptError{File: segmentName(pos.seq), Offset: -1, Reason: fmt.Sprintf("the snapshot %s goes on in it at offset %d", snapshotName(e.snapN), pos.off)}
+	}
+	if len(live) > 0 {
+		last = max(last, live[len(live)-1])
+	}
+	return live, last, strict, nil
+}
+
+// checkTail checks what follows the valid records of segment seq, from
+// end: nothing but zeros, or a record a crash cut short (see tornTail),
+// which it cuts, so that the log reads on from end. With strict, the later
+// segments must hold nothing after such a record. Anything else is a
+// *CorruptError.
+func (e *engine) checkTail(seq uint64, end int64, later []uint64, strict bool) (torn bool, err error) {
+	f, err := os.OpenFile(filepath.Join(e.dir, segmentName(seq)), os.O_RDWR, 0)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	first, last, err := nonZero(f, end, fi.Size())
+	if err != nil || first < 0 {
+		return false, err
+	}
+	torn, why, err := tornTail(f, seq, end, first, last, fi.Size())
+	if err != nil {
+		return false, err
+	}
+	if !torn {
+		return false, &CorruptError{File: segmentName(seq), Offset: end, Reason: why}
+	}
+	if strict {
+		for _, next := range later {
+			g, err := os.Open(filepath.Join(e.dir, segmentName(next)))
+			if err != nil {
+				return false, err
+			}
+			gi, err := g.Stat()
+			var data int64 = -1
+			if err == nil {
+				data, _, err = nonZero(g, 0, gi.Size())
+			}
+			g.Close()
+			if err != nil {
+				return false, err
+			}
+			if data >= 0 {
+				return false, &CorruptError{File: segmentName(seq), Offset: end,
+					Reason: fmt.Sprintf("a record that does not check out, and the log goes on after it in %s", segmentName(next))}
+			}
+		}
+	}
+	if err := zeroRange(f, end, fi.Size()-end); err != nil {
+		return false, fmt.Errorf("cut the record a crash left short in %s at %d: %w", segmentName(seq), end, err)
+	}
+	return true, datasync(f)
 }
 
 // The engine applies replayed and committed changes to its state.

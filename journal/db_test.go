@@ -113,7 +113,7 @@ func TestDB_Reopen(t *testing.T) {
 	}
 }
 
-func copyDir(t *testing.T, from, to string) {
+func copyDir(t testing.TB, from, to string) {
 	t.Helper()
 	if err := os.MkdirAll(to, 0o700); err != nil {
 		t.Fatal(err)
@@ -137,8 +137,8 @@ func copyDir(t *testing.T, from, to string) {
 }
 
 // TestDB_TornTail checks that a record cut short at the end of the log (a
-// crash during a write, never acknowledged) ends the replay there, and
-// that later commits go on in a new segment.
+// crash during a write, never acknowledged) ends the replay there, is cut,
+// and that later commits go on where it began.
 func TestDB_TornTail(t *testing.T) {
 	dir := t.TempDir()
 	db, err := OpenOptions(dir, Options{})
@@ -164,8 +164,8 @@ func TestDB_TornTail(t *testing.T) {
 	if got := snapshotOf(t, db, last); fmt.Sprint(got) != fmt.Sprint(last) {
 		t.Fatalf("after a torn tail:\n%v\nwant\n%v", got, last)
 	}
-	if db.e.seg.seq == seq {
-		t.Fatalf("writing on in segment %d after a torn tail, want a new one", seq)
+	if db.e.seg.seq != seq || db.e.seg.off != off {
+		t.Fatalf("writing on in segment %d at %d after a torn tail, want %d at %d, where it began", db.e.seg.seq, db.e.seg.off, seq, off)
 	}
 	more := load(t, db, 10)
 	db.Close()
@@ -190,11 +190,11 @@ func TestDB_MissingSegment(t *testing.T) {
 		t.Fatalf("%d segments, want several", len(segs))
 	}
 	os.Remove(filepath.Join(dir, segmentName(segs[1])))
-	if db, err := OpenOptions(dir, Options{}); err == nil || !errors.Is(err, errCorrupt) {
+	if db, err := OpenOptions(dir, Options{}); err == nil || !errors.Is(err, ErrCorrupt) {
 		if db != nil {
 			db.Close()
 		}
-		t.Fatalf("Open with a segment missing: err=%v, want errCorrupt", err)
+		t.Fatalf("Open with a segment missing: err=%v, want ErrCorrupt", err)
 	}
 }
 

@@ -12,10 +12,15 @@
 // values), and the segments and snapshots before it are removed, so the
 // directory does not grow under a steady workload.
 //
-// Opening replays the newest snapshot and the log after it, stopping at
-// the first record of a segment that does not check out (a write cut short
-// by a crash, never acknowledged), and goes on in a new segment. A segment
-// missing in the middle of the log is refused.
+// Opening replays the newest snapshot and the log after it, and goes on
+// writing where the log's last record ends, so that restarts add no
+// segments. The one damage a crash leaves, the last record cut short (a
+// write never synced, never acknowledged), is cut. Anything else (a record
+// that does not check out with more after it or written whole, a segment
+// cut short or missing, the last segments removed, a snapshot that does not
+// check out) is refused with a *CorruptError that names the file and the
+// offset: replaying around it would lose acknowledged changes and issue
+// tokens again.
 //
 // It was chosen over pebble and bbolt by measuring the three in one run
 // (package internal/enginebench): it pays one fdatasync per group commit

@@ -56,8 +56,8 @@ func FuzzDecodeOps(f *testing.F) {
 	f.Fuzz(func(t *testing.T, p []byte) {
 		r := newRecorder()
 		if err := decodeOps(p, r); err != nil {
-			if !errors.Is(err, errCorrupt) {
-				t.Fatalf("decodeOps: err=%v, want errCorrupt", err)
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("decodeOps: err=%v, want ErrCorrupt", err)
 			}
 			if len(r.resources)+len(r.entries)+len(r.deleted) != 0 || r.revSet {
 				t.Fatalf("decodeOps applied part of a corrupt payload")
@@ -136,7 +136,7 @@ func FuzzScanRecords(f *testing.F) {
 }
 
 // FuzzDecodeSnapshot checks that a snapshot that does not check out is
-// refused (errCorrupt) without a panic, and that a good one decodes to what
+// refused (ErrCorrupt) without a panic, and that a good one decodes to what
 // was written.
 func FuzzDecodeSnapshot(f *testing.F) {
 	dir := f.TempDir()
@@ -158,8 +158,8 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	f.Add([]byte("fence-journal-snapshot-1\n\x00\x00\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := newRecorder()
-		if _, err := decodeSnapshot(bytes.NewReader(data), int64(len(data)), r); err != nil && !errors.Is(err, errCorrupt) {
-			t.Fatalf("decodeSnapshot: err=%v, want errCorrupt", err)
+		if _, err := decodeSnapshot(bytes.NewReader(data), int64(len(data)), r); err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("decodeSnapshot: err=%v, want ErrCorrupt", err)
 		}
 	})
 }

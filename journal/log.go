@@ -25,16 +25,14 @@ import (
 //
 // A record is valid if its length is not zero, it fits in the segment, and
 // its CRC matches. Reading a segment stops at the first record that is not
-// valid: that is where the last commit before a crash ended (a torn write
-// is never acknowledged, and the writer writes one record at a time, each
-// after the one before is synced). The seq in the CRC keeps a record that a
-// reused file still holds from counting in another segment.
+// valid. The writer writes one record at a time, each after the one before
+// is synced, so a crash can leave one record cut short, at the very end of
+// the log; what follows the valid records must be that (see tornTail) or
+// zeros, or the segment is damaged. The seq in the CRC keeps a record that
+// a reused file still holds from counting in another segment.
 const recordHeader = 16
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// errCorrupt means a record or a snapshot does not decode.
-var errCorrupt = errors.New("journal: corrupt data")
 
 func segmentName(seq uint64) string { return fmt.Sprintf("log-%016x.seg", seq) }
 
@@ -87,6 +85,9 @@ func createSegment(dir string, seq uint64, size int64) error {
 		return err
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, segmentName(seq))); err != nil {
+		return err
+	}
+	if err := writeLast(dir, seq); err != nil {
 		return err
 	}
 	return syncDir(dir)

@@ -27,3 +27,7 @@ func freeSpace(dir string) (int64, error) {
 	}
 	return int64(st.Bavail) * int64(st.Bsize), nil
 }
+
+// nextData returns off: this system is not asked where a file's holes are,
+// so every byte is read.
+func nextData(f *os.File, off int64) (int64, error) { return off, nil }

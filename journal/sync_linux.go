@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"errors"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -25,4 +26,18 @@ func freeSpace(dir string) (int64, error) {
 		return 0, err
 	}
 	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// nextData returns the offset of the first byte of data (not a hole) of f
+// at or after off, or -1 if there is none (SEEK_DATA); off itself where the
+// file system cannot tell.
+func nextData(f *os.File, off int64) (int64, error) {
+	n, err := unix.Seek(int(f.Fd()), off, unix.SEEK_DATA)
+	switch {
+	case errors.Is(err, unix.ENXIO):
+		return -1, nil
+	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.EOPNOTSUPP):
+		return off, nil
+	}
+	return n, err
 }

@@ -37,6 +37,12 @@ func OpenEmbedded(dir string) (*journal.DB, error) {
 		}
 	}
 	db, err := journal.Open(jdir)
+	if errors.Is(err, journal.ErrCorrupt) {
+		return nil, fmt.Errorf("server: %w\n"+
+			"fence does not serve from a damaged journal: what follows the damage would be lost, and tokens issued again. "+
+			"Restore the data directory from a backup, then run fence bump --data %s before serving it "+
+			"(see \"A damaged journal\" in docs/operations/backup-and-restore.md)", err, dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
