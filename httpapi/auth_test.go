@@ -99,6 +99,12 @@ func TestServer_Auth(t *testing.T) {
 	e.do("POST", "/v1/txn", `not json`, bearer("reader")...).problem(t, 400, "bad_request")
 	e.do("POST", "/v1/txn", `{"fences":{"orders":`+tok+`}}`, bearer("reader")...).problem(t, 403, "forbidden")
 	e.do("POST", "/v1/txn", `{"fences":{"orders":`+tok+`,"stock":1}}`, bearer("orders")...).problem(t, 403, "forbidden")
+	// forbidden comes before fence_required and invalid_token: a write to a
+	// resource the caller may not write, whose fence is missing or invalid.
+	e.do("POST", "/v1/txn", `{"fences":{"orders":`+tok+`},"then":[{"op":"put","resource":"stock","key":"x","value":"v"}]}`, bearer("orders")...).problem(t, 403, "forbidden")
+	e.do("POST", "/v1/txn", `{"fences":{"stock":0}}`, bearer("orders")...).problem(t, 403, "forbidden")
+	e.do("POST", "/v1/txn", `{"fences":{"orders":0}}`, bearer("orders")...).problem(t, 400, "invalid_token")
+	e.do("POST", "/v1/txn", `{"then":[{"op":"put","resource":"orders","key":"x","value":"v"}]}`, bearer("orders")...).problem(t, 428, "fence_required")
 	// The revoke above fenced the token: authorised, then fenced.
 	e.do("POST", "/v1/txn", `{"fences":{"orders":`+tok+`}}`, bearer("orders")...).problem(t, 409, "fenced")
 }

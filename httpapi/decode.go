@@ -547,7 +547,10 @@ func (f *faults) add(err error) {
 // value_base64, a delete neither. Of several faults it reports the first in
 // the API's order: too_large (a value over fence.MaxValueSize), bad_request,
 // fence_required (an op on a resource without an entry in fences), then
-// invalid_token (a fence that is not a JSON integer in 1..MaxToken).
+// invalid_token (a fence that is not a JSON integer in 1..MaxToken). With
+// either of those two, which the API ranks after forbidden, it returns the
+// txn as well, its names all valid, so that the caller can check the
+// caller's permissions on them first.
 func decodeTxn(data []byte) (*fence.Txn, error) {
 	if err := checkText(data); err != nil {
 		return nil, err
@@ -600,10 +603,13 @@ func decodeTxn(data []byte) (*fence.Txn, error) {
 			f.add(fmt.Errorf("%w: then[%d] writes resource %q, which has no entry in fences", fence.ErrFenceRequired, i, op.Resource))
 		}
 	}
-	if f.err != nil {
-		return nil, f.err
+	switch {
+	case f.err == nil:
+		return t, nil
+	case errors.Is(f.err, fence.ErrFenceRequired), errors.Is(f.err, fence.ErrInvalidToken):
+		return t, f.err
 	}
-	return t, nil
+	return nil, f.err
 }
 
 // decodeCompare decodes {"resource", "key", "revision"}.
@@ -732,5 +738,6 @@ func decodeBase64(s string) ([]byte, error) {
 // ParseTxn decodes the JSON body of POST /v1/txn with the server's own strict
 // rules, so that a client can reject a bad transaction before sending it.
 // Errors wrap the fence sentinel of their API code (fence.ErrBadRequest,
-// fence.ErrTooLarge, fence.ErrFenceRequired, fence.ErrInvalidToken).
+// fence.ErrTooLarge, fence.ErrFenceRequired, fence.ErrInvalidToken); with
+// the last two the txn is returned as well.
 func ParseTxn(data []byte) (*fence.Txn, error) { return decodeTxn(data) }

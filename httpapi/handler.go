@@ -400,11 +400,16 @@ func (s *Server) txn(c *call, _ match) error {
 	if err != nil {
 		return err
 	}
+	// A txn that only lacks a fence or has an invalid token comes with
+	// its names, which are authorized first: forbidden wins over both.
 	t, err := decodeTxn(body)
-	if err != nil {
+	if t == nil {
 		return err
 	}
 	if err := s.authorizeTxn(c, t); err != nil {
+		return err
+	}
+	if err != nil {
 		return err
 	}
 	rev, err := s.store.Txn(c.r.Context(), t)
