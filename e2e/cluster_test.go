@@ -177,6 +177,7 @@ type loadWorker struct {
 	released   bool   // the last grant was released; else a new acquire may get it back
 	regression string // a grant that was not greater than the one before, if any
 	errors     int
+	internal   []string // answers 500 internal: for bugs only, never for a failover
 }
 
 func startLoad(t *testing.T, addrs string, workers int) *load {
@@ -205,7 +206,7 @@ func (lw *loadWorker) cycle(ctx context.Context, api *client.API, w, i int, ops 
 	holder := fmt.Sprintf("worker-%d", w)
 	ls, err := api.Acquire(ctx, lw.resource, holder, 5*time.Second, 5*time.Second)
 	if err != nil {
-		lw.fail()
+		lw.fail(err)
 		return
 	}
 	lw.mu.Lock()
@@ -218,7 +219,7 @@ func (lw *loadWorker) cycle(ctx context.Context, api *client.API, w, i int, ops 
 	lw.mu.Unlock()
 	value := fmt.Sprintf("%d-%d", w, i)
 	if _, err := api.Put(ctx, lw.resource, "k", []byte(value), ls.Token, fence.Cond{}); err != nil {
-		lw.fail()
+		lw.fail(err)
 		return
 	}
 	lw.mu.Lock()
@@ -226,7 +227,7 @@ func (lw *loadWorker) cycle(ctx context.Context, api *client.API, w, i int, ops 
 	lw.mu.Unlock()
 	ops.Add(1)
 	if err := api.Release(ctx, lw.resource, ls.Token); err != nil {
-		lw.fail()
+		lw.fail(err)
 		return
 	}
 	lw.mu.Lock()
@@ -234,9 +235,13 @@ func (lw *loadWorker) cycle(ctx context.Context, api *client.API, w, i int, ops 
 	lw.mu.Unlock()
 }
 
-func (lw *loadWorker) fail() {
+func (lw *loadWorker) fail(err error) {
 	lw.mu.Lock()
 	lw.errors++
+	var p *wire.Problem
+	if errors.As(err, &p) && p.Status == http.StatusInternalServerError {
+		lw.internal = append(lw.internal, err.Error())
+	}
 	lw.mu.Unlock()
 	time.Sleep(20 * time.Millisecond)
 }
@@ -254,6 +259,9 @@ func (l *load) check(t *testing.T, api *client.API) {
 	for _, lw := range l.workers {
 		if lw.regression != "" {
 			t.Errorf("%s: token went down: %s", lw.resource, lw.regression)
+		}
+		if len(lw.internal) > 0 {
+			t.Errorf("%s: %d answers 500 internal, which clients do not retry; the first: %s", lw.resource, len(lw.internal), lw.internal[0])
 		}
 		if lw.ackToken == 0 {
 			continue

@@ -253,12 +253,27 @@ func (db *DB) commit(batch []*op) {
 			db.commit([]*op{o})
 		}
 		return
-	case applied:
-		batch[0].err = err
 	default:
-		// fn's own error, as it is.
+		// The engine certainly applied nothing (ErrNotApplied), or fn
+		// failed to read the engine: an engine's failure, not a bug, and
+		// nothing changed, so the client may retry (503 unavailable). A
+		// limit the engine names (fence.ErrTooLarge) keeps its own answer.
+		batch[0].err = unavailable(batch[0].err)
+		if applied {
+			batch[0].err = unavailable(err)
+		}
 	}
 	db.finish(batch, db.Err())
+}
+
+// unavailable marks an engine's failure as fence.ErrClosed, the API's 503
+// unavailable, unless it already says so or says more (a limit, a deposed
+// epoch: their own codes rank first).
+func unavailable(err error) error {
+	if errors.Is(err, fence.ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", fence.ErrClosed, err)
 }
 
 // finish answers batch, with failed instead of each op's own answer if it is not nil.
