@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/auth"
 	"github.com/fence-lock/fence/client"
 )
 
@@ -32,12 +33,13 @@ func (c testCaller) Allowed(perm, resource string) bool {
 }
 
 // testAuth authenticates against a small token table: token → "perm:prefix"
-// grants; the caller is named as its token.
+// grants; the caller is named as its token, sent as a bearer token or as
+// the password of HTTP Basic, as fence serve takes them.
 func testAuth(table map[string][]string) func(r *http.Request) (Caller, error) {
 	return func(r *http.Request) (Caller, error) {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		tok := auth.RequestToken(r.Header.Get("Authorization"))
 		grants, known := table[tok]
-		if !ok || !known {
+		if tok == "" || !known {
 			return nil, fmt.Errorf("%w: bad token", fence.ErrUnauthorized)
 		}
 		return testCaller{tok, grants}, nil

@@ -196,6 +196,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(fmt.Errorf("%w: %s %s; allowed: %s", wire.ErrMethodNotAllowed, r.Method, m.route.pattern, m.route.allow))
 		return
 	}
+	if err := s.refuseCrossSite(r); err != nil {
+		c.fail(err)
+		return
+	}
 	if s.Forward != nil && !m.route.local {
 		s.Forward.ServeHTTP(c.w, r)
 		return
