@@ -28,6 +28,7 @@ type chaosJSON struct {
 	ServerRestarts  int            `json:"server_restarts"`
 	Takeovers       int            `json:"takeovers"`
 	Cluster         string         `json:"cluster"`
+	UnnamedRefusals int            `json:"unnamed_refusals"`
 	UnsafeEpoch     bool           `json:"unsafe_epoch"`
 }
 
@@ -53,10 +54,13 @@ func TestChaos(t *testing.T) {
 	if code != 0 || !rep.OK || rep.Violations != 0 || rep.LostAckedWrites != 0 {
 		t.Fatalf("exit %d, report %+v; history %s", code, rep, hist)
 	}
-	for _, kind := range []string{"pause", "kill", "net"} {
+	for _, kind := range []string{"pause", "kill", "net", "bitflip", "lose-unsynced"} {
 		if rep.Faults[kind] == 0 {
 			t.Errorf("no %s fault was injected: %v", kind, rep.Faults)
 		}
+	}
+	if rep.UnnamedRefusals != 0 {
+		t.Errorf("%d refused starts did not name the damaged file", rep.UnnamedRefusals)
 	}
 	if rep.PausesPastTTL == 0 || rep.Accepted == 0 {
 		t.Fatalf("the run proves nothing: %+v", rep)
@@ -70,6 +74,22 @@ func TestChaos_Unsafe(t *testing.T) {
 	t.Logf("%+v", rep)
 	if code != 7 || rep.Violations == 0 || rep.Checkers["stale-accepted"] == 0 {
 		t.Fatalf("exit %d, report %+v: want violations found (exit 7)", code, rep)
+	}
+}
+
+// TestChaos_UnsafeJournal runs each of the journal's faults against its
+// negative control, a server that acknowledges before it syncs and a
+// damaged journal cut at the damage without a bump: the checker must find
+// what they lose (tokens issued again, stale writes accepted).
+func TestChaos_UnsafeJournal(t *testing.T) {
+	for _, fault := range []string{"bitflip", "lose-unsynced"} {
+		t.Run(fault, func(t *testing.T) {
+			rep, code, _ := runChaos(t, "--duration", "8s", "--seed", "5", "--unsafe-journal", "--faults", fault)
+			t.Logf("%+v", rep)
+			if code != 7 || rep.Violations == 0 || rep.Faults[fault] == 0 {
+				t.Fatalf("exit %d, report %+v: want %s faults and the violations they cause found (exit 7)", code, rep, fault)
+			}
+		})
 	}
 }
 

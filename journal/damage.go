@@ -21,14 +21,18 @@ var ErrCorrupt = errors.New("journal: corrupt data")
 
 // CorruptError says where the damage Open refused is. It wraps ErrCorrupt.
 type CorruptError struct {
-	File   string // the damaged or missing file, in the journal's directory
-	Offset int64  // where in File the damage starts; -1 if File is missing
-	Reason string // what is wrong there
+	File    string // the damaged or missing file, in the journal's directory
+	Missing bool   // File is not there
+	Offset  int64  // where in File the damage starts; -1 if that is not known
+	Reason  string // what is wrong there
 }
 
 func (e *CorruptError) Error() string {
-	if e.Offset < 0 {
+	switch {
+	case e.Missing:
 		return fmt.Sprintf("%s is missing: %s", e.File, e.Reason)
+	case e.Offset < 0:
+		return fmt.Sprintf("%s is damaged: %s", e.File, e.Reason)
 	}
 	return fmt.Sprintf("%s is damaged at offset %d: %s", e.File, e.Offset, e.Reason)
 }

@@ -172,13 +172,31 @@ func TestOpen_Damage(t *testing.T) {
 			}
 			return segmentName(last), -1
 		}},
+		{"SnapshotFlipped", func(t *testing.T, dir string, recs []record) (string, int64) {
+			snaps, _ := listFiles(dir, "snap-", ".bin")
+			if len(snaps) == 0 {
+				t.Fatal("no snapshot")
+			}
+			name := snapshotName(snaps[len(snaps)-1])
+			patch(t, dir, name, func(f *os.File) {
+				b := []byte{0}
+				f.ReadAt(b, 20)
+				b[0] ^= 0x10
+				f.WriteAt(b, 20)
+			})
+			return name, -1
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			recs := commits(t, dir, tinySegments, n, size)
+			opts := tinySegments
+			if tc.name == "SnapshotFlipped" {
+				opts.SnapshotEvery = 4 << 10
+			}
+			recs := commits(t, dir, opts, n, size)
 			file, off := tc.damage(t, dir, recs)
 			before := digest(t, dir)
-			db, err := OpenOptions(dir, tinySegments)
+			db, err := OpenOptions(dir, opts)
 			if err == nil {
 				db.Close()
 				t.Fatalf("Open after the damage: no error, want it refused")
@@ -389,4 +407,39 @@ func FuzzOpenDamaged(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestOptions_Synced checks that Synced is told where the log is durable:
+// at the open, after every commit synced and at every new segment; and with
+// UnsafeAckBeforeSync, whose commits are not synced, only at the open.
+func TestOptions_Synced(t *testing.T) {
+	for _, unsafe := range []bool{false, true} {
+		t.Run(fmt.Sprint("unsafe=", unsafe), func(t *testing.T) {
+			type at struct {
+				seg string
+				off int64
+			}
+			var got []at
+			opts := tinySegments
+			opts.UnsafeAckBeforeSync = unsafe
+			opts.Synced = func(seg string, off int64) { got = append(got, at{seg, off}) }
+			recs := commits(t, t.TempDir(), opts, 20, 300)
+			if got[0] != (at{segmentName(1), 0}) {
+				t.Fatalf("first Synced %v, want the open position", got[0])
+			}
+			if unsafe {
+				if len(got) != 1 {
+					t.Fatalf("Synced %d times acknowledging before the sync, want once (the open): %v", len(got), got)
+				}
+				return
+			}
+			last := recs[len(recs)-1]
+			if got[len(got)-1] != (at{segmentName(last.seq), last.end}) {
+				t.Fatalf("last Synced %v, want %s at %d", got[len(got)-1], segmentName(last.seq), last.end)
+			}
+			if want := 1 + 21 + int(last.seq-1); len(got) != want {
+				t.Fatalf("Synced %d times, want %d: the open, each of 21 commits, each of %d new segments", len(got), want, last.seq-1)
+			}
+		})
+	}
 }

@@ -30,6 +30,17 @@ type Options struct {
 	// snapshot start the next one; older segments are then removed.
 	// Default DefaultSnapshotEvery.
 	SnapshotEvery int64
+	// Synced, if not nil, is told how far the log is durable: the
+	// writer's segment and offset when the journal opens, then after
+	// every record synced, and at every new segment. A test harness uses
+	// it to drop what was written past it, as a power cut would. It runs
+	// on the writer's goroutine.
+	Synced func(segment string, off int64)
+	// UnsafeAckBeforeSync makes commits skip the log's fdatasync: a change
+	// is acknowledged before it is durable, and a power cut loses it. It
+	// exists only so that tests can show what the sync prevents: never
+	// set it elsewhere.
+	UnsafeAckBeforeSync bool
 }
 
 // rules is the shared implementation; the alias keeps the embedded field unexported.
@@ -171,6 +182,9 @@ func (e *engine) recover() error {
 	if len(snaps) > 0 {
 		e.snapN = snaps[len(snaps)-1]
 		if pos, err = readSnapshot(e.dir, e.snapN, e); err != nil {
+			if errors.Is(err, ErrCorrupt) {
+				return &CorruptError{File: snapshotName(e.snapN), Offset: -1, Reason: err.Error()}
+			}
 			return fmt.Errorf("snapshot %s: %w", snapshotName(e.snapN), err)
 		}
 	}
@@ -209,6 +223,10 @@ func (e *engine) recover() error {
 	}
 	if e.seg, err = openSegment(e.dir, writer.seq, int64(writer.off)); err != nil {
 		return err
+	}
+	e.seg.noSync = e.opts.UnsafeAckBeforeSync
+	if e.opts.Synced != nil {
+		e.opts.Synced(segmentName(writer.seq), int64(writer.off))
 	}
 	// The segment after the writer's, if one was made, is the spare; any
 	// after it hold nothing (checked above) and go.
@@ -257,16 +275,16 @@ func (e *engine) logSegments(pos position) (live []uint64, last uint64, strict b
 			continue // before the snapshot: left over by a crash during the removal
 		}
 		if seq != want {
-			return nil, 0, false, &CorruptError{File: segmentName(want), Offset: -1, Reason: fmt.Sprintf("the log goes on in %s", segmentName(seq))}
+			return nil, 0, false, &CorruptError{File: segmentName(want), Missing: true, Offset: -1, Reason: fmt.Sprintf("the log goes on in %s", segmentName(seq))}
 		}
 		live = append(live, seq)
 		want++
 	}
 	switch {
 	case strict && want <= last:
-		return nil, 0, false, &CorruptError{File: segmentName(want), Offset: -1, Reason: fmt.Sprintf("the log was written up to %s (%s)", segmentName(last), lastName)}
+		return nil, 0, false, &CorruptError{File: segmentName(want), Missing: true, Offset: -1, Reason: fmt.Sprintf("the log was written up to %s (%s)", segmentName(last), lastName)}
 	case len(live) == 0 && pos.off > 0:
-		return nil, 0, false, &CorruptError{File: segmentName(pos.seq), Offset: -1, Reason: fmt.Sprintf("the snapshot %s goes on in it at offset %d", snapshotName(e.snapN), pos.off)}
+		return nil, 0, false, &CorruptError{File: segmentName(pos.seq), Missing: true, Offset: -1, Reason: fmt.Sprintf("the snapshot %s goes on in it at offset %d", snapshotName(e.snapN), pos.off)}
 	}
 	if len(live) > 0 {
 		last = max(last, live[len(live)-1])
@@ -409,6 +427,9 @@ func (e *engine) Update(ctx context.Context, fn func(tx state.Tx) error) error {
 		return werr
 	}
 	e.setWriteErr(nil)
+	if e.opts.Synced != nil && !e.opts.UnsafeAckBeforeSync {
+		e.opts.Synced(segmentName(e.seg.seq), e.seg.off)
+	}
 	e.mu.Lock()
 	maps.Copy(e.resources, c.Resources)
 	for id, en := range c.Entries {
@@ -448,6 +469,10 @@ func (e *engine) roll() error {
 	}
 	e.seg.f.Close()
 	e.seg = seg
+	e.seg.noSync = e.opts.UnsafeAckBeforeSync
+	if e.opts.Synced != nil && !e.opts.UnsafeAckBeforeSync {
+		e.opts.Synced(segmentName(seg.seq), 0)
+	}
 	e.makeSpare(next + 1)
 	return nil
 }

@@ -63,10 +63,11 @@ func listFiles(dir, prefix, suffix string) ([]uint64, error) {
 
 // segment is an open segment being written.
 type segment struct {
-	seq  uint64
-	f    *os.File
-	off  int64 // where the next record goes
-	size int64
+	seq    uint64
+	f      *os.File
+	off    int64 // where the next record goes
+	size   int64
+	noSync bool // Options.UnsafeAckBeforeSync
 }
 
 // createSegment makes segment seq in dir: a file of size bytes (that read
@@ -133,8 +134,10 @@ func (s *segment) append(buf, payload []byte) ([]byte, error) {
 	if _, err := s.f.WriteAt(buf, s.off); err != nil {
 		return buf, err
 	}
-	if err := syncRecord(s.f); err != nil {
-		return buf, err
+	if !s.noSync {
+		if err := syncRecord(s.f); err != nil {
+			return buf, err
+		}
 	}
 	s.off += int64(len(buf))
 	return buf, nil

@@ -19,6 +19,11 @@ const JournalDir = "journal"
 // nothing) and then renamed fence.db.imported, so that nothing reads it
 // again. It fails if another process has the directory open.
 func OpenEmbedded(dir string) (*journal.DB, error) {
+	return OpenEmbeddedOptions(dir, journal.Options{})
+}
+
+// OpenEmbeddedOptions is OpenEmbedded with the journal's options.
+func OpenEmbeddedOptions(dir string, opts journal.Options) (*journal.DB, error) {
 	jdir := filepath.Join(dir, JournalDir)
 	old := filepath.Join(dir, bolt.FileName)
 	if _, err := os.Stat(jdir); errors.Is(err, os.ErrNotExist) {
@@ -36,7 +41,7 @@ func OpenEmbedded(dir string) (*journal.DB, error) {
 			}
 		}
 	}
-	db, err := journal.Open(jdir)
+	db, err := journal.OpenOptions(jdir, opts)
 	if errors.Is(err, journal.ErrCorrupt) {
 		return nil, fmt.Errorf("server: %w\n"+
 			"fence does not serve from a damaged journal: what follows the damage would be lost, and tokens issued again. "+

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/journal"
 	"github.com/fence-lock/fence/lock"
 	"github.com/fence-lock/fence/watch"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,9 @@ type Config struct {
 	// Data is the directory of the embedded store (created if missing; see
 	// OpenEmbedded); used only when Store is "".
 	Data string
+	// Journal are the options of the embedded store; the zero value is
+	// its defaults.
+	Journal journal.Options
 	// Advertise is the base URL at which clients and the other servers
 	// reach this one ("http://10.0.0.1:7700"). Required with Store.
 	Advertise string
@@ -118,7 +122,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Data == "" {
 		return nil, errors.New("server: no data directory")
 	}
-	db, err := OpenEmbedded(cfg.Data)
+	db, err := OpenEmbeddedOptions(cfg.Data, cfg.Journal)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,7 @@ const chaosExamples = `  fence chaos --duration 1m                        # embe
   FENCE_AUTH_TOKEN=... fence chaos --addr https://fence.internal:7700 --cacert ca.pem --faults pause,net
   FENCE_GUARD=postgres://app@db.internal/app fence chaos --duration 5m   # writes through the guard
   fence chaos --unsafe --duration 30s              # storage without fencing: must find violations
+  fence chaos --unsafe-journal --faults bitflip,lose-unsynced --duration 20s   # a journal that loses: must find violations
   fence chaos --duration 2m --seed 42 --report run.html   # a report to read offline, or attach to an issue
   fence chaos --cluster etcd --duration 2m         # 3 servers on 3 etcd members, every cluster fault
   fence chaos --cluster postgres --faults leader-pause,engine-kill --duration 1m
@@ -41,6 +42,16 @@ gap of 0.4 to 1.6 times --fault-every (default 1.25s) before each:
   kill   kill -9 the embedded server and restart it on the same data
   net    latency, reset and refused connections, and black-holes, through a
          proxy on loopback between the clients and the server
+  bitflip
+         kill -9 the embedded server, flip a byte of its journal (where a log
+         segment holds records, or the newest snapshot), restart it: it must
+         refuse to start, naming the file (the flip is then undone, as a
+         restore of a backup taken at the kill, and it starts), or start with
+         everything acknowledged intact
+  lose-unsynced
+         kill -9 the embedded server and lose what its journal wrote past its
+         last sync, as a power cut would (the write in flight keeps 0-3 of its
+         first sectors), then restart it: nothing acknowledged may be lost
 Then it checks the history of every operation: accepted writes never go down
 in token order; no stale token is accepted after a newer one was; tokens
 strictly increase; no acknowledged write is lost; the key-value history is
@@ -52,7 +63,8 @@ no fault bit (no pause outlasted a TTL and no operation was cut short).
 
 Without --addr, an embedded fence serve runs in a temporary directory, even
 if FENCE_ADDR is set: only --addr on the command line points the run at your
-deployment (through a local proxy); kill is then not available. It may be
+deployment (through a local proxy); kill, bitflip and lose-unsynced are then
+not available. It may be
 https://, and take a bearer token (--auth-token, or FENCE_AUTH_TOKEN) with
 lock, read and write on the resources, and --cacert, --client-cert and
 --client-key, as the other commands do; without --addr they are errors on
@@ -62,7 +74,11 @@ k0..k<keys-1> of resources r0..r<resources-1>; at --addr, which keeps what
 earlier runs wrote, the keys carry a prefix of the run's own
 (3f2a9c1b/k0 ...), logged at the start.
 --unsafe runs the same workload with the storage on a store that ignores
-fencing tokens: the checker must report violations there.
+fencing tokens: the checker must report violations there. --unsafe-journal is
+the negative control of bitflip and lose-unsynced: the embedded server
+acknowledges before it syncs, and a journal that bitflip damaged is cut at the
+damage and served without a bump, as a journal that took damage for the end
+of its log did; the checker must report violations.
 
 --guard URL (or FENCE_GUARD) tests fence's PostgreSQL guard instead of
 fence's storage: the clients take their leases from fence (embedded, or
@@ -127,8 +143,9 @@ and every operation that a violation names; it says what it left out.
 
 -o json prints one object: ops, faults (by kind), accepted, fenced,
 violations, lost_acked_writes, pauses_past_ttl, fenced_by_pauses,
-server_restarts, takeovers, checkers, linearizability, seed, duration_s,
-history, report, cluster, unsafe_epoch, guard, ok. The last line on stderr
+server_restarts, takeovers, unnamed_refusals (bitflip's refused starts that
+did not name the damaged file), checkers, linearizability, seed, duration_s,
+history, report, cluster, unsafe_epoch, unsafe_journal, guard, ok. The last line on stderr
 before the report says how long the check took and the peak RSS of the
 harness and checker.`
 
@@ -154,13 +171,14 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&keys, "keys", 2, "keys per resource")
 	fs.DurationVar(&cfg.TTL, "ttl", time.Second, "the clients' lease TTL")
 	fs.Uint64Var(&seed, "seed", 0, "seed of the fault schedule and the workload (default: random, printed)")
-	fs.Var(&faults, "faults", "fault `kinds` to inject, comma-separated, empty for none: pause, kill, net (default all three); with --cluster pause, net, leader-kill, leader-pause, engine-kill, engine-net (default all six)")
+	fs.Var(&faults, "faults", "fault `kinds` to inject, comma-separated, empty for none: pause, kill, net, bitflip, lose-unsynced (default all five); with --cluster pause, net, leader-kill, leader-pause, engine-kill, engine-net (default all six)")
 	fs.IntVar(&cfg.TxnPercent, "txn-percent", 20, "percent of client cycles that are two-resource transactions")
 	fs.DurationVar(&cfg.Think, "think", 25*time.Millisecond, "mean pause between a client's cycles; less load makes a shorter history to check")
 	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "storage on a store that does not check fences; with --guard, writes that bypass the guard (the checker must find violations)")
 	fs.StringVar(&cfg.Guard, "guard", "", "the clients write to the PostgreSQL database at this connection `URL` through fence's guard, with their leases' tokens, instead of to fence's storage (prefer FENCE_GUARD: flags show in ps)")
 	fs.StringVar(&cfg.Cluster, "cluster", "", "start a cluster and test it: `engine` etcd (3 members) or postgres (primary and synchronous standby), with 3 fence servers on it")
 	fs.DurationVar(&cfg.ElectionTTL, "election-ttl", 0, "with --cluster: the servers' --election-ttl (default theirs, 2s); leader-pause outlasts it")
+	fs.BoolVar(&cfg.UnsafeJournal, "unsafe-journal", false, "with bitflip or lose-unsynced: the embedded server acknowledges before it syncs, and a damaged journal is cut at the damage without a bump (the checker must find violations)")
 	fs.BoolVar(&cfg.UnsafeEpoch, "unsafe-epoch", false, "with --cluster: the servers skip the writer-epoch check, and two faults in three are leader-pauses (the checker must find violations)")
 	fs.StringVar(&hist, "history", "", "write the history to `FILE` as JSON lines, as the run goes (and the linearizability HTML next to it on failure; with --cluster, the servers' logs fence1.log ... too); without it, they go to a temporary directory, kept only on failure")
 	fs.StringVar(&reportPath, "report", "", "write the run as one self-contained HTML `FILE` (a timeline of grants, writes and faults per resource, the checkers' verdicts, the configuration), to read offline or attach to an issue")
@@ -259,6 +277,9 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	target := map[bool]string{true: ", UNSAFE storage"}[cfg.Unsafe]
 	if cfg.Guard != "" {
 		target = ", writes through the PostgreSQL guard" + map[bool]string{true: ", UNSAFE: bypassing it"}[cfg.Unsafe]
+	}
+	if cfg.UnsafeJournal {
+		target += ", UNSAFE journal"
 	}
 	if cfg.Cluster != "" {
 		target = fmt.Sprintf(", cluster %s (%d fence servers)", cfg.Cluster, chaos.ClusterServers)
@@ -383,6 +404,8 @@ type chaosReport struct {
 	FencedByPauses  int                   `json:"fenced_by_pauses"`
 	ServerRestarts  int                   `json:"server_restarts"`
 	Takeovers       int                   `json:"takeovers"`
+	UnnamedRefusals int                   `json:"unnamed_refusals"`
+	UnsafeJournal   bool                  `json:"unsafe_journal,omitempty"`
 	Cluster         string                `json:"cluster,omitempty"`
 	Guard           bool                  `json:"guard,omitempty"`
 	UnsafeEpoch     bool                  `json:"unsafe_epoch,omitempty"`
@@ -402,6 +425,7 @@ func chaosSummary(cfg chaos.Config, res *chaos.Result, rep *check.Report, hist s
 		Unsafe: cfg.Unsafe, Seed: cfg.Seed, DurationS: res.Duration.Seconds(), Ops: res.Ops, Guard: cfg.Guard != "",
 		OpsByOutcome: rep.Counts, Faults: map[string]int{}, PausesPastTTL: res.PausesPastTTL,
 		FencedByPauses: res.FencedByPauses, ServerRestarts: res.ServerRestarts, Takeovers: res.Takeovers,
+		UnnamedRefusals: res.UnnamedRefusals, UnsafeJournal: cfg.UnsafeJournal,
 		Cluster: cfg.Cluster, UnsafeEpoch: cfg.UnsafeEpoch, Accepted: rep.Accepted,
 		Fenced: rep.Fenced, Violations: rep.Violations(), LostAckedWrites: rep.LostAckedWrites,
 		Checkers: map[string]int{}, Linearizability: rep.Linearizability, FaultsBit: res.FaultsBit(), History: hist,
@@ -415,7 +439,7 @@ func chaosSummary(cfg chaos.Config, res *chaos.Result, rep *check.Report, hist s
 	for _, c := range rep.Checkers {
 		s.Checkers[c.Name] = c.Count
 	}
-	s.OK = s.Violations == 0 && (s.FaultsBit || len(cfg.Faults) == 0)
+	s.OK = s.Violations == 0 && s.UnnamedRefusals == 0 && (s.FaultsBit || len(cfg.Faults) == 0)
 	return s
 }
 
@@ -423,6 +447,9 @@ func printChaos(w io.Writer, s chaosReport, rep *check.Report) {
 	target := map[bool]string{true: ", UNSAFE storage"}[s.Unsafe]
 	if s.Guard {
 		target = ", through the PostgreSQL guard" + map[bool]string{true: ", UNSAFE: bypassing it"}[s.Unsafe]
+	}
+	if s.UnsafeJournal {
+		target += ", UNSAFE journal"
 	}
 	if s.Cluster != "" {
 		target = ", cluster " + s.Cluster + map[bool]string{true: ", writer-epoch check OFF"}[s.UnsafeEpoch]
@@ -440,6 +467,8 @@ func printChaos(w io.Writer, s chaosReport, rep *check.Report) {
 	if s.Cluster == "" {
 		fmt.Fprintf(w, "  faults      pause %d (past the TTL: %d, their writes fenced: %d), kill %d, net %d\n",
 			s.Faults["pause"], s.PausesPastTTL, s.FencedByPauses, s.Faults["kill"], s.Faults["net"])
+		fmt.Fprintf(w, "              bitflip %d (refused without naming the file: %d), lose-unsynced %d\n",
+			s.Faults[chaos.FaultBitflip], s.UnnamedRefusals, s.Faults[chaos.FaultLoseUnsynced])
 	} else {
 		fmt.Fprintf(w, "  faults      pause %d (past the TTL: %d, their writes fenced: %d), net %d\n",
 			s.Faults["pause"], s.PausesPastTTL, s.FencedByPauses, s.Faults["net"])

@@ -154,7 +154,7 @@ func checkChaosFaults(t *testing.T, doc string, faults []history.Fault, byKind m
 	if len(spans) != len(faults) {
 		t.Fatalf("%d faults drawn, %d in the history", len(spans), len(faults))
 	}
-	class := map[string]string{chaos.FaultPause: "pause", chaos.FaultKill: "kill", chaos.FaultNet: "net"}
+	class := map[string]string{chaos.FaultPause: "pause", chaos.FaultKill: "kill", chaos.FaultNet: "net", chaos.FaultBitflip: "kill", chaos.FaultLoseUnsynced: "kill"}
 	for i, m := range spans {
 		f := faults[i]
 		if m[1] != class[f.Kind] || m[2] != strconv.Itoa(i+1) || !strings.Contains(m[3], f.Kind) || !strings.Contains(m[3], esc(f.Detail)) {
@@ -209,7 +209,7 @@ func TestChaos_Report(t *testing.T) {
 	for _, want := range []string{
 		`<p class="verdict ok">ok: fencing held under every fault</p>`,
 		`<section id="timeline">`, `>r0</text>`, `>r3</text>`, `>client 5</text>`,
-		"fence chaos --duration 4s --seed 2 --faults pause,kill,net --fault-every 300ms --clients 6 --resources 4 --keys 2 --ttl 300ms",
+		"fence chaos --duration 4s --seed 2 --faults pause,kill,net,bitflip,lose-unsynced --fault-every 300ms --clients 6 --resources 4 --keys 2 --ttl 300ms",
 		"<td>seed</td><td>2</td>", "<td>fence</td><td>" + version(),
 	} {
 		if !strings.Contains(doc, want) {

@@ -22,6 +22,7 @@ import (
 	"github.com/fence-lock/fence/auth"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/internal/gcfloor"
+	"github.com/fence-lock/fence/journal"
 	"github.com/fence-lock/fence/lock"
 	"github.com/fence-lock/fence/server"
 	"github.com/fence-lock/fence/wire"
@@ -36,6 +37,8 @@ type serveConfig struct {
 	ElectionTTL       time.Duration // with Store: how long a dead leader keeps the store; 0 the engine's
 	PeerCACert        string        // PEM CA file that verifies the other servers (https advertise URLs)
 	UnsafeNoEpoch     bool          // test only: commits skip the writer-epoch check
+	UnsafeNoSync      bool          // test only: the journal acknowledges before it syncs
+	TestSyncLog       string        // test only: a file told how far the journal's log is durable
 	LogLevel          slog.Level    // minimum level logged
 	ReadHeaderTimeout time.Duration // to read a request's headers
 	ReadTimeout       time.Duration // to read a whole request
@@ -104,6 +107,9 @@ func (c *serveConfig) Validate() error {
 	if c.ElectionTTL < 0 || c.ElectionTTL > 0 && c.ElectionTTL < time.Second {
 		return fmt.Errorf("--election-ttl must be at least 1s, not %s", c.ElectionTTL)
 	}
+	if (c.UnsafeNoSync || c.TestSyncLog != "") && c.Store != "" {
+		return errors.New("--unsafe-ack-before-sync and --test-sync-log are for the embedded store, not --store")
+	}
 	if c.UnsafeNoEpoch && c.Store == "" {
 		return errors.New("--unsafe-skip-epoch-check needs --store")
 	}
@@ -146,6 +152,8 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.ElectionTTL, "election-ttl", 0, "with --store: how long the leadership of a server that died lasts before another takes over (default 2s; etcd rounds up to whole seconds)")
 	fs.StringVar(&cfg.PeerCACert, "peer-cacert", "", "PEM CA `file` that verifies the other servers' certificates, for https --advertise URLs (default: the system's)")
 	fs.BoolVar(&cfg.UnsafeNoEpoch, "unsafe-skip-epoch-check", false, "")
+	fs.BoolVar(&cfg.UnsafeNoSync, "unsafe-ack-before-sync", false, "")
+	fs.StringVar(&cfg.TestSyncLog, "test-sync-log", "", "")
 	fs.TextVar(&cfg.LogLevel, "log-level", slog.LevelInfo, "minimum `level` logged: debug, info, warn, error")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", 5*time.Second, "time to read a request's headers")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", 30*time.Second, "time to read a whole request, body included")
@@ -265,6 +273,9 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		MaxWaiters:           cfg.MaxWaiters,
 		Unfenced:             cfg.Unfenced,
 	}
+	if srvCfg.Journal, err = cfg.journalOptions(); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	var hup chan os.Signal
 	srvCfg.API = func(api *httpapi.Server) {
 		api.RateLimit, api.RateBurst = cfg.rateLimit()
@@ -363,6 +374,10 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		authAttrs[3] = "no --auth-file and --insecure-listen: anyone who can reach this address has full access"
 	}
 	storeAttrs := []any{"data", cfg.Data}
+	if cfg.UnsafeNoSync {
+		level = slog.LevelWarn
+		storeAttrs = append(storeAttrs, "unsafe", "the journal acknowledges changes before they are synced: a power cut loses them (for tests only)")
+	}
 	if cfg.Store != "" {
 		storeAttrs = []any{"store", redactStore(cfg.Store), "advertise", srvCfg.Advertise}
 		if cfg.UnsafeNoEpoch {
@@ -487,4 +502,21 @@ func (c *serveConfig) peerTransport(server *tls.Config) (http.RoundTripper, erro
 	}
 	t.TLSClientConfig = tc
 	return t, nil
+}
+
+// journalOptions returns the embedded store's options of the test-only
+// flags: --unsafe-ack-before-sync, and --test-sync-log, whose file is told
+// "SEGMENT OFFSET" each time the log is durable further (fence chaos's
+// lose-unsynced fault drops what was written past it, as a power cut).
+func (c *serveConfig) journalOptions() (journal.Options, error) {
+	opts := journal.Options{UnsafeAckBeforeSync: c.UnsafeNoSync}
+	if c.TestSyncLog == "" {
+		return opts, nil
+	}
+	f, err := os.OpenFile(c.TestSyncLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return opts, fmt.Errorf("--test-sync-log: %w", err)
+	}
+	opts.Synced = func(segment string, off int64) { fmt.Fprintf(f, "%s %d\n", segment, off) }
+	return opts, nil
 }

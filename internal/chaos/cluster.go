@@ -41,13 +41,14 @@ const defaultElectionTTL = 2 * time.Second
 var clusterFaults = []string{FaultPause, FaultNet, FaultLeaderKill, FaultLeaderPause, FaultEngineKill, FaultEngineNet}
 
 // DefaultFaults returns the faults a run injects unless told otherwise:
-// pause, kill and net on one server; with a cluster ("etcd" or "postgres"),
-// pause, net, leader-kill, leader-pause, engine-kill and engine-net.
+// pause, kill, net, bitflip and lose-unsynced on one server; with a
+// cluster ("etcd" or "postgres"), pause, net, leader-kill, leader-pause,
+// engine-kill and engine-net.
 func DefaultFaults(cluster string) []string {
 	if cluster != "" {
 		return append([]string(nil), clusterFaults...)
 	}
-	return []string{FaultPause, FaultKill, FaultNet}
+	return []string{FaultPause, FaultKill, FaultNet, FaultBitflip, FaultLoseUnsynced}
 }
 
 // isClusterFault reports whether kind needs a cluster.

@@ -38,6 +38,10 @@ const (
 	FaultKill  = "kill"  // kill -9 the server and restart it on the same data (embedded server only)
 	FaultNet   = "net"   // latency, resets, refused connections and black-holes through the proxy
 
+	// The faults of the embedded server's journal.
+	FaultBitflip      = "bitflip"       // kill -9, flip a byte of a log segment or snapshot, restart: refused (then the flip is undone) or intact
+	FaultLoseUnsynced = "lose-unsynced" // kill -9 and lose what the journal wrote past its last sync, as a power cut would
+
 	// The faults of a cluster (Config.Cluster).
 	FaultLeaderKill  = "leader-kill"  // kill -9 the leading fence server; restart it on its port after a while
 	FaultLeaderPause = "leader-pause" // SIGSTOP the leading fence server past the election TTL, then SIGCONT
@@ -84,7 +88,14 @@ type Config struct {
 	// Unsafe runs the storage on a store that does not check fences; with
 	// Guard, the clients write to PostgreSQL without the guard.
 	Unsafe bool
-	Log    *slog.Logger // progress: one line per fault; nil: none
+	// UnsafeJournal is the negative control of the journal's faults (the
+	// embedded server only): the server acknowledges before it syncs, so
+	// lose-unsynced loses acknowledged changes, and a journal that
+	// bitflip damaged is cut at the damage, without a bump, as a journal
+	// that took damage for the end of its log did. The checkers must find
+	// violations.
+	UnsafeJournal bool
+	Log           *slog.Logger // progress: one line per fault; nil: none
 	// Progress, when not nil, receives a snapshot of the run every
 	// ProgressEvery, on a goroutine of Run's, from the start of the
 	// workload until the history is complete (after the final reads);
@@ -179,17 +190,20 @@ func (c *Config) Validate() error {
 		case f == FaultPause, f == FaultNet:
 		case f == FaultKill && c.Cluster != "":
 			return errors.New("chaos: the kill fault restarts the embedded server, and --cluster has none; leader-kill is its twin in a cluster")
-		case f == FaultKill:
-			if c.Addr != "" {
-				return errors.New("chaos: the kill fault needs the embedded server (it kills and restarts it); drop it with --faults pause,net")
+		case f == FaultKill, f == FaultBitflip, f == FaultLoseUnsynced:
+			if c.Addr != "" || c.Cluster != "" {
+				return fmt.Errorf("chaos: the %s fault needs the embedded server (it kills and restarts it); drop it with --faults pause,net", f)
 			}
 		case isClusterFault(f):
 			if c.Cluster == "" {
 				return fmt.Errorf("chaos: the %s fault needs a cluster: add --cluster etcd or --cluster postgres", f)
 			}
 		default:
-			return fmt.Errorf("chaos: unknown fault %q (want pause, kill, net; with --cluster pause, net, leader-kill, leader-pause, engine-kill, engine-net)", f)
+			return fmt.Errorf("chaos: unknown fault %q (want pause, kill, net, bitflip, lose-unsynced; with --cluster pause, net, leader-kill, leader-pause, engine-kill, engine-net)", f)
 		}
+	}
+	if c.UnsafeJournal && (c.Addr != "" || c.Cluster != "" || !slices.Contains(c.Faults, FaultBitflip) && !slices.Contains(c.Faults, FaultLoseUnsynced)) {
+		return errors.New("chaos: --unsafe-journal is the negative control of the embedded server's bitflip and lose-unsynced faults: run it with one of them, without --addr and --cluster")
 	}
 	if c.Keys < 1 {
 		c.Keys = 2
@@ -245,13 +259,16 @@ func (c *Config) validateTarget() error {
 // Result is what a run produced: where its history is, its faults and what
 // the faults did.
 type Result struct {
-	History         string // Config.History
-	Ops             int    // operations in the history
-	Faults          []history.Fault
-	PausesPastTTL   int // pauses that outlasted the client's TTL
-	FencedByPauses  int // writes fenced because their client had been paused past its TTL
-	Duration        time.Duration
-	ServerRestarts  int // restarts of the embedded server (kill) or of a killed leader (leader-kill)
+	History        string // Config.History
+	Ops            int    // operations in the history
+	Faults         []history.Fault
+	PausesPastTTL  int // pauses that outlasted the client's TTL
+	FencedByPauses int // writes fenced because their client had been paused past its TTL
+	Duration       time.Duration
+	ServerRestarts int // restarts of the embedded server (kill, bitflip, lose-unsynced) or of a killed leader (leader-kill)
+	// UnnamedRefusals counts the starts a bitflip made the server refuse
+	// without naming the damaged file: an operator could not find it.
+	UnnamedRefusals int
 	Takeovers       int // leader-pauses during which another server took over
 	unknownAfterNet int
 }
@@ -270,8 +287,9 @@ type Progress struct {
 }
 
 // FaultsBit reports whether the faults did something the checker could
-// catch: a pause that outlasted its TTL, operations cut short by a kill or
-// a network fault, or a leader replaced while it was paused.
+// catch: a pause that outlasted its TTL, operations cut short by a kill
+// (bitflip and lose-unsynced kill too) or a network fault, or a leader
+// replaced while it was paused.
 func (r *Result) FaultsBit() bool {
 	return r.PausesPastTTL > 0 || r.unknownAfterNet > 0 || r.ServerRestarts > 0 || r.Takeovers > 0
 }
@@ -347,17 +365,21 @@ type run struct {
 	histBuf  *bufio.Writer
 	hist     *history.Writer // to histBuf; safe for concurrent use
 
-	mu         sync.Mutex // guards the fields below
-	histErr    error      // the first error writing the history
-	nops       int        // ops written to the history
-	nerrors    int        // of which failed or of unknown outcome
-	nfenced    int        // of which writes and txns rejected as fenced
-	grants     map[string][]grantMark
-	faults     []history.Fault
-	pauses     []pauseRecord
-	restarts   int
-	takeovers  int
-	netWindows [][2]int64 // of net faults, and of a cluster's faults
+	mu        sync.Mutex // guards the fields below
+	histErr   error      // the first error writing the history
+	nops      int        // ops written to the history
+	nerrors   int        // of which failed or of unknown outcome
+	nfenced   int        // of which writes and txns rejected as fenced
+	grants    map[string][]grantMark
+	faults    []history.Fault
+	pauses    []pauseRecord
+	restarts  int
+	takeovers int
+	// The journal's faults: the ops written when the server last started,
+	// and its refusals to start that did not name the damaged file.
+	opsAtStart  int
+	badRefusals int
+	netWindows  [][2]int64 // of net faults, and of a cluster's faults
 }
 
 // grantMark is an acknowledged grant, the nth op of the history: leader-pause
@@ -506,7 +528,7 @@ func (r *run) setUp(ctx context.Context) error {
 			return err
 		}
 		r.dataDir = dir
-		if r.server, err = startServer(r.cfg.Binary, dir); err != nil {
+		if r.server, err = startServer(r.cfg.Binary, dir, r.cfg.journalArgs(dir)...); err != nil {
 			return err
 		}
 		r.target = r.server.addr
@@ -758,6 +780,10 @@ func (r *run) injectFaults(ctx, abort context.Context) {
 			r.kill(ctx)
 		case FaultNet:
 			r.net(ctx)
+		case FaultBitflip:
+			r.bitflip(ctx)
+		case FaultLoseUnsynced:
+			r.loseUnsynced(ctx)
 		case FaultLeaderKill:
 			r.leaderKill(abort)
 		case FaultLeaderPause:
@@ -853,14 +879,7 @@ func (r *run) kill(ctx context.Context) {
 		r.cfg.Log.Error("restarting the server failed", "error", err)
 		return
 	}
-	for _, p := range r.proxies[:1] {
-		p.SetUpstream(r.server.addr)
-	}
-	r.target = r.server.addr
-	if !r.cfg.Unsafe {
-		r.storeURL = "http://" + r.server.addr
-	}
-	r.restarts++
+	r.restarted()
 	r.addFault(history.Fault{Kind: FaultKill, Client: -1, Start: start, End: r.now(), Detail: "kill -9 fence serve, restart on the same data"})
 }
 
@@ -961,7 +980,7 @@ func (r *run) finalReads() {
 // paused clients' first writes after they woke; the operations cut short
 // around a fault).
 func (r *run) result() (*Result, error) {
-	res := &Result{History: r.cfg.History, Ops: r.nops, Faults: r.faults, Duration: time.Since(r.start), ServerRestarts: r.restarts, Takeovers: r.takeovers}
+	res := &Result{History: r.cfg.History, Ops: r.nops, Faults: r.faults, Duration: time.Since(r.start), ServerRestarts: r.restarts, Takeovers: r.takeovers, UnnamedRefusals: r.badRefusals}
 	pending := make(map[int][]pauseRecord) // by client: pauses whose first write after waking is still to come
 	for _, p := range r.pauses {
 		if time.Duration(p.end-p.start) > r.cfg.TTL {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -14,19 +16,35 @@ import (
 // serverProcess is a `fence serve` child on a loopback port.
 type serverProcess struct {
 	binary, dataDir string
+	args            []string // more flags of fence serve
 	cmd             *exec.Cmd
 	addr            string // host:port
 	exited          chan struct{}
+
+	mu     sync.Mutex
+	output []string // the last lines of its stderr
 }
 
-// startServer starts fence serve on dataDir and waits until it serves.
-func startServer(binary, dataDir string) (*serverProcess, error) {
-	s := &serverProcess{binary: binary, dataDir: dataDir}
+// startServer starts fence serve on dataDir, with args, and waits until it
+// serves.
+func startServer(binary, dataDir string, args ...string) (*serverProcess, error) {
+	s := &serverProcess{binary: binary, dataDir: dataDir, args: args}
 	return s, s.start()
 }
 
+// said returns the last lines the server wrote to stderr: why it did not
+// start, when it did not.
+func (s *serverProcess) said() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.output, "\n")
+}
+
 func (s *serverProcess) start() error {
-	cmd := exec.Command(s.binary, "serve", "--listen", "127.0.0.1:0", "--data", s.dataDir)
+	s.mu.Lock()
+	s.output = nil
+	s.mu.Unlock()
+	cmd := exec.Command(s.binary, append([]string{"serve", "--listen", "127.0.0.1:0", "--data", s.dataDir}, s.args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return err
@@ -36,10 +54,17 @@ func (s *serverProcess) start() error {
 	}
 	s.cmd, s.exited = cmd, make(chan struct{})
 	addrC := make(chan string, 1)
+	read := make(chan struct{})
 	go func() {
+		defer close(read)
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
+			s.mu.Lock()
+			if s.output = append(s.output, sc.Text()); len(s.output) > 20 {
+				s.output = s.output[1:]
+			}
+			s.mu.Unlock()
 			var rec struct{ Msg, Addr string }
 			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "fence serving" {
 				addrC <- rec.Addr
@@ -47,12 +72,14 @@ func (s *serverProcess) start() error {
 		}
 		io.Copy(io.Discard, stderr)
 	}()
-	go func() { cmd.Wait(); close(s.exited) }()
+	// Exited once its stderr is read to the end, so that said has its
+	// last words.
+	go func() { <-read; cmd.Wait(); close(s.exited) }()
 	select {
 	case s.addr = <-addrC:
 		return nil
 	case <-s.exited:
-		return errors.New("chaos: fence serve exited at start")
+		return fmt.Errorf("chaos: fence serve exited at start: %s", s.said())
 	case <-time.After(30 * time.Second):
 		s.kill()
 		return errors.New("chaos: fence serve did not start in 30 s")
