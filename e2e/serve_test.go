@@ -68,12 +68,18 @@ func TestServe_Env(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	line, err := bufio.NewReader(stderr).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
+	// fence starting, then fence serving.
+	rd := bufio.NewReader(stderr)
+	var line string
+	for range 2 {
+		l, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		line = l
 	}
 	if !strings.Contains(line, `"msg":"fence serving"`) || !strings.Contains(line, `"data":"`+dir+`"`) || !strings.Contains(line, `127.0.0.1:`) {
-		t.Fatalf("first line %s, want serving on 127.0.0.1 with data %s", line, dir)
+		t.Fatalf("second line %s, want serving on 127.0.0.1 with data %s", line, dir)
 	}
 	if _, err := os.Stat(dir + "/journal"); err != nil {
 		t.Fatalf("state not under FENCE_DATA: %v", err)

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -335,8 +336,34 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 			return &usageError{fmt.Errorf("serve: %w", err)}
 		}
 	}
-	fenceSrv, err := server.Open(ctx, srvCfg)
+	// The port answers at once, while the store opens (a journal replays,
+	// an engine may have no quorum): /healthz 200, the rest 503 not_ready
+	// saying what the server waits for.
+	waiting := "the embedded store in " + cfg.Data + " to open"
+	if cfg.Store != "" {
+		waiting = "the store " + redactStore(cfg.Store) + " to answer (an etcd without quorum, or a database that does not accept connections, keeps it waiting)"
+	}
+	var handler atomic.Pointer[http.Handler]
+	starting := httpapi.Starting(func() string { return waiting })
+	handler.Store(&starting)
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          errorLog,
+	}
+	if limited != nil {
+		srv.ConnState = limited.trackState // which connections --max-conns may close when full
+	}
+	errC := make(chan error, 1)
+	go func() { errC <- srv.Serve(ln) }()
+	logger.Info("fence starting", "addr", ln.Addr().String(), "waiting_for", waiting)
+	fenceSrv, err := openLogging(ctx, srvCfg, logger, waiting)
 	if err != nil {
+		srv.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer fenceSrv.Close()
@@ -348,23 +375,11 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	if signer != nil {
 		keyID = signer.ID
 	}
-	srv := &http.Server{
-		Handler:           fenceSrv,
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		ReadTimeout:       cfg.ReadTimeout,
-		WriteTimeout:      cfg.WriteTimeout,
-		IdleTimeout:       cfg.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          errorLog,
-	}
-	if limited != nil {
-		srv.ConnState = limited.trackState // which connections --max-conns may close when full
-	}
 	// Long-polling acquires would hold Shutdown for up to their wait:
 	// draining answers them at once (503), and stops new lock calls.
 	srv.RegisterOnShutdown(fenceSrv.Drain)
 
-	// The first log line says whether auth is on.
+	// The serving line says whether auth is on.
 	level, authAttrs := slog.LevelInfo, []any{"auth", "off", "auth_note", "no --auth-file: loopback only"}
 	switch {
 	case tokens != nil:
@@ -391,9 +406,9 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	}
 	attrs = append(attrs, "lock_delay", cfg.LockDelay.String(), "signing_key_id", keyID, "version", version(),
 		"tls", tlsConf != nil, "client_ca", cfg.ClientCA != "")
+	var h http.Handler = fenceSrv
+	handler.Store(&h)
 	logger.Log(ctx, level, "fence serving", append(attrs, authAttrs...)...)
-	errC := make(chan error, 1)
-	go func() { errC <- srv.Serve(ln) }()
 	select {
 	case err := <-errC:
 		return fmt.Errorf("serve: %w", err)
@@ -519,4 +534,25 @@ func (c *serveConfig) journalOptions() (journal.Options, error) {
 	}
 	opts.Synced = func(segment string, off int64) { fmt.Fprintf(f, "%s %d\n", segment, off) }
 	return opts, nil
+}
+
+// openLogging opens the server, and logs every 5 s what it still waits for
+// while that takes long.
+func openLogging(ctx context.Context, cfg server.Config, logger *slog.Logger, waiting string) (*server.Server, error) {
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		start := time.Now()
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				logger.Warn("fence still starting", "waiting_for", waiting, "for", time.Since(start).Round(time.Second).String())
+			}
+		}
+	}()
+	return server.Open(ctx, cfg)
 }

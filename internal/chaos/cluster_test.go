@@ -274,7 +274,7 @@ func TestConfig_ElectionTTL(t *testing.T) {
 }
 
 func TestDefaultFaults(t *testing.T) {
-	if got, want := DefaultFaults(""), []string{FaultPause, FaultKill, FaultNet}; !slices.Equal(got, want) {
+	if got, want := DefaultFaults(""), []string{FaultPause, FaultKill, FaultNet, FaultBitflip, FaultLoseUnsynced}; !slices.Equal(got, want) {
 		t.Errorf("DefaultFaults(\"\")=%v, want %v", got, want)
 	}
 	want := []string{FaultPause, FaultNet, FaultLeaderKill, FaultLeaderPause, FaultEngineKill, FaultEngineNet}
