@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -42,7 +43,8 @@ const loadPage = 1000
 // leases). It is safe for concurrent use.
 //
 // Keys, all under the prefix: "epoch" (the writer epoch record, JSON),
-// "rev" (the store revision), "r/<resource>" (a resource's record),
+// "commit" (the last commit of the current epoch, "<epoch>/<n>"), "rev"
+// (the store revision), "r/<resource>" (a resource's record),
 // "e/<resource>/<key>" (an entry), "election/..." (the election) and
 // "members/<url>" (the servers, each with its lease). Resource names are
 // escaped with url.PathEscape. Records are package state's binary records.
@@ -62,6 +64,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	records map[state.Epoch]string // the epoch record this server wrote for each of its terms
+	commits map[state.Epoch]uint64 // the commits confirmed in each of its terms
 
 	stopC chan struct{}
 	doneC chan struct{}
@@ -94,12 +97,25 @@ func OpenStore(ctx context.Context, rawURL string, opts state.EngineOptions) (*S
 	// The etcd servers' --max-request-bytes decides how large a commit may
 	// be; the client's own limit (2 MiB by default) must not cut it shorter.
 	cfg.MaxCallSendMsgSize = maxRequestBytes
+	// gRPC keepalive: a connection to a member that stopped answering (a
+	// lost path, a frozen process) is found dead and left, and the
+	// requests go to the other members. Not more often than etcd's
+	// --grpc-keepalive-min-time (5s by default) allows.
+	cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = keepAliveTime, keepAliveTimeout
+	cfg.PermitWithoutStream = true
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcd: connect to %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
 	return NewStore(cli, prefix, opts), nil
 }
+
+// The client's gRPC keepalive: a ping after keepAliveTime without traffic,
+// and the connection is dead without an answer in keepAliveTimeout.
+const (
+	keepAliveTime    = 5 * time.Second
+	keepAliveTimeout = 2 * time.Second
+)
 
 // maxRequestBytes is the largest request the client sends: a transaction of
 // the API's largest body (4 MiB of values, base64-decoded less) fits.
@@ -113,7 +129,7 @@ func NewStore(cli *clientv3.Client, prefix string, opts state.EngineOptions) *St
 		prefix += "/"
 	}
 	s := &Store{cli: cli, prefix: prefix, self: opts.Self, opts: opts, records: map[state.Epoch]string{},
-		stopC: make(chan struct{}), doneC: make(chan struct{})}
+		commits: map[state.Epoch]uint64{}, stopC: make(chan struct{}), doneC: make(chan struct{})}
 	go s.register()
 	return s
 }
@@ -325,20 +341,94 @@ func decodeEpoch(kvs []*mvccpb.KeyValue) (epochRecord, int64, error) {
 // term is one leadership of this server.
 type term struct {
 	s     *Store
-	sess  *concurrency.Session
 	el    *concurrency.Election
 	epoch state.Epoch
+	lease clientv3.LeaseID
+
+	mu    sync.Mutex
+	sess  *concurrency.Session // the one keeping the lease alive now
+	doneC chan struct{}        // closed when the leadership may be lost
+	stopC chan struct{}        // closed by Resign
+}
+
+func newTerm(s *Store, sess *concurrency.Session, el *concurrency.Election, epoch state.Epoch) *term {
+	t := &term{s: s, el: el, epoch: epoch, lease: sess.Lease(), sess: sess,
+		doneC: make(chan struct{}), stopC: make(chan struct{})}
+	go t.keep()
+	return t
 }
 
 func (t *term) Epoch() state.Epoch    { return t.epoch }
-func (t *term) Done() <-chan struct{} { return t.sess.Done() }
+func (t *term) Done() <-chan struct{} { return t.doneC }
+
+// keep keeps the leadership's lease alive through what etcd recovers from
+// by itself. A session ends when its keepalives go unanswered for a TTL (an
+// etcd leader election, a lost path to the member they went to) or a
+// member that does not know the lease yet answers one; the lease itself
+// may be alive. It is, as long as the election key it holds is there: keep
+// then asks for it, until a TTL has passed, and keeps the lease alive in a
+// new session. Only when the key is gone (the lease expired: another
+// server may lead) or cannot be read in time does the term end. Safety does
+// not rest on this: every commit checks the epoch.
+func (t *term) keep() {
+	defer close(t.doneC)
+	for {
+		t.mu.Lock()
+		sess := t.sess
+		t.mu.Unlock()
+		select {
+		case <-sess.Done():
+		case <-t.stopC:
+			return
+		}
+		if !t.leaseAlive() {
+			return
+		}
+		next, err := concurrency.NewSession(t.s.cli, concurrency.WithLease(t.lease), concurrency.WithTTL(t.s.ttl()))
+		if err != nil {
+			return
+		}
+		t.mu.Lock()
+		t.sess = next
+		t.mu.Unlock()
+	}
+}
+
+// leaseAlive reports whether the election key, and so the lease, is still
+// there, asking for up to a TTL.
+func (t *term) leaseAlive() bool {
+	deadline := time.Now().Add(time.Duration(t.s.ttl()) * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		resp, err := t.s.cli.Get(ctx, t.el.Key())
+		cancel()
+		if err == nil {
+			return len(resp.Kvs) == 1 && clientv3.LeaseID(resp.Kvs[0].Lease) == t.lease
+		}
+		select {
+		case <-t.stopC:
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return false
+}
 
 func (t *term) Resign(ctx context.Context) error {
 	t.s.mu.Lock()
 	delete(t.s.records, t.epoch)
+	delete(t.s.commits, t.epoch)
 	t.s.mu.Unlock()
+	t.mu.Lock()
+	select {
+	case <-t.stopC:
+	default:
+		close(t.stopC)
+	}
+	sess := t.sess
+	t.mu.Unlock()
 	err := t.el.Resign(ctx)
-	t.sess.Close() // revokes the lease
+	sess.Close() // revokes the lease
 	if err != nil {
 		return fmt.Errorf("etcd: resign: %w", err)
 	}
@@ -373,15 +463,19 @@ func (s *Store) Campaign(ctx context.Context) (state.Term, error) {
 		txn, err := s.cli.Txn(ctx).If(
 			clientv3.Compare(clientv3.CreateRevision(el.Key()), "=", el.Rev()),
 			clientv3.Compare(clientv3.ModRevision(s.key("epoch")), "=", modRev),
-		).Then(clientv3.OpPut(s.key("epoch"), string(value))).Commit()
+		).Then(
+			clientv3.OpPut(s.key("epoch"), string(value)),
+			clientv3.OpPut(s.key("commit"), commitID(rec.Epoch, 0)),
+		).Commit()
 		if err != nil {
 			break
 		}
 		if txn.Succeeded {
 			s.mu.Lock()
 			s.records[rec.Epoch] = string(value)
+			s.commits[rec.Epoch] = 0
 			s.mu.Unlock()
-			return &term{s: s, sess: sess, el: el, epoch: rec.Epoch}, nil
+			return newTerm(s, sess, el, rec.Epoch), nil
 		}
 		// The epoch moved (a tool such as fence migrate raised it) or we no
 		// longer lead the election: read again, or give up.
@@ -461,6 +555,7 @@ func (s *Store) Entry(ctx context.Context, resource, key string) (state.Entry, b
 func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes) error {
 	s.mu.Lock()
 	record, ok := s.records[epoch]
+	n := s.commits[epoch]
 	s.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("etcd: commit: epoch %d is not this server's: %w", epoch, state.ErrDeposed)
@@ -479,11 +574,32 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	if c.RevSet {
 		ops = append(ops, clientv3.OpPut(s.key("rev"), strconv.FormatUint(uint64(c.Rev), 10)))
 	}
+	// The commit key numbers the commits of the epoch: commit n+1 applies
+	// only after commit n, so that a commit sent again after an unknown
+	// outcome (see state.Cache) applies once, and a first attempt that
+	// arrives late cannot apply after a later commit.
+	// An empty commit (which confirms reads) writes nothing: etcd answers
+	// it as a read.
+	numbered := !s.opts.UnsafeSkipEpochCheck && len(ops) > 0
+	prev, next := commitID(epoch, n), commitID(epoch, n+1)
+	if !numbered {
+		next = prev
+	}
+	if numbered {
+		ops = append(ops, clientv3.OpPut(s.key("commit"), next))
+	}
 	txn := s.cli.Txn(ctx)
 	if !s.opts.UnsafeSkipEpochCheck {
-		txn = txn.If(clientv3.Compare(clientv3.Value(s.key("epoch")), "=", record))
+		txn = txn.If(
+			clientv3.Compare(clientv3.Value(s.key("epoch")), "=", record),
+			clientv3.Compare(clientv3.Value(s.key("commit")), "=", prev),
+		)
 	}
-	resp, err := txn.Then(ops...).Commit()
+	txn = txn.Then(ops...)
+	if !s.opts.UnsafeSkipEpochCheck {
+		txn = txn.Else(clientv3.OpGet(s.key("epoch")), clientv3.OpGet(s.key("commit")))
+	}
+	resp, err := txn.Commit()
 	switch {
 	case isLimit(err):
 		return fmt.Errorf("etcd refused a commit of %d operations and %d bytes of values as too large (its --max-txn-ops or --max-request-bytes): %w: %w",
@@ -491,9 +607,34 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	case err != nil:
 		return fmt.Errorf("etcd: commit: %w", err)
 	case !resp.Succeeded:
-		return fmt.Errorf("etcd: commit: the writer epoch moved past %d: %w", epoch, state.ErrDeposed)
+		epochNow, commitNow := firstValue(resp.Responses[0]), firstValue(resp.Responses[1])
+		switch {
+		case epochNow != record:
+			return fmt.Errorf("etcd: commit: the writer epoch moved past %d: %w", epoch, state.ErrDeposed)
+		case commitNow == next:
+			// An earlier attempt of this very commit was applied.
+		default:
+			return fmt.Errorf("etcd: commit: the commit key is at %q, not %q or %q: another writer under epoch %d", commitNow, prev, next, epoch)
+		}
+	}
+	if numbered {
+		s.mu.Lock()
+		s.commits[epoch] = n + 1
+		s.mu.Unlock()
 	}
 	return nil
+}
+
+// commitID names commit n of epoch, the value of the commit key.
+func commitID(epoch state.Epoch, n uint64) string { return fmt.Sprintf("%d/%d", epoch, n) }
+
+// firstValue returns the value of the first key a Get of a Txn's found, ""
+// if none.
+func firstValue(r *etcdserverpb.ResponseOp) string {
+	if kvs := r.GetResponseRange().GetKvs(); len(kvs) > 0 {
+		return string(kvs[0].Value)
+	}
+	return ""
 }
 
 // Limits implements state.Limiter: batches below etcd's default limits of

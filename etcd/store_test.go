@@ -162,3 +162,97 @@ func TestStore_Limits(t *testing.T) {
 		t.Fatalf("Err()=%v", db.Err())
 	}
 }
+
+// TestStore_CommitSentAgain checks the commit key that numbers the commits
+// of an epoch: a commit sent again after its answer was lost (state.Cache
+// does so after an unknown outcome) is confirmed without being applied
+// twice, and an attempt that arrives after a later commit is refused, so
+// that it cannot undo that commit.
+func TestStore_CommitSentAgain(t *testing.T) {
+	cluster(t)
+	ctx := t.Context()
+	s := newStore(t, newPrefix(t), "http://127.0.0.1:1", false)
+	term, err := s.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Resign(context.Background())
+	epoch := term.Epoch()
+	changes := func(token fence.Token) *state.Changes {
+		return &state.Changes{Resources: map[string]state.Resource{"r": {LastToken: token, LastFence: token}}}
+	}
+	lastToken := func() fence.Token {
+		var last fence.Token
+		if _, err := s.Load(ctx, func(name string, r state.Resource) error {
+			if name == "r" {
+				last = r.LastToken
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return last
+	}
+	if err := s.Commit(ctx, epoch, changes(1)); err != nil {
+		t.Fatal(err)
+	}
+	// Its answer lost: sent again, it is confirmed.
+	etcd.SetCommits(s, epoch, 0)
+	if err := s.Commit(ctx, epoch, changes(1)); err != nil {
+		t.Fatalf("the same commit sent again: %v, want it confirmed", err)
+	}
+	if err := s.Commit(ctx, epoch, changes(2)); err != nil {
+		t.Fatalf("the next commit: %v", err)
+	}
+	// A first attempt of commit 1 that arrives now is refused, and undoes
+	// nothing.
+	etcd.SetCommits(s, epoch, 0)
+	err = s.Commit(ctx, epoch, changes(1))
+	if err == nil || errors.Is(err, state.ErrDeposed) || errors.Is(err, state.ErrNotApplied) {
+		t.Fatalf("a late attempt of an earlier commit: %v, want it refused as a writer out of order", err)
+	}
+	if got := lastToken(); got != 2 {
+		t.Fatalf("LastToken %d after the late attempt, want 2: the later commit stands", got)
+	}
+	etcd.SetCommits(s, epoch, 2)
+	if err := s.Commit(ctx, epoch, changes(3)); err != nil {
+		t.Fatalf("a commit after: %v", err)
+	}
+	if got := lastToken(); got != 3 {
+		t.Fatalf("LastToken %d, want 3", got)
+	}
+}
+
+// TestStore_TermOutlivesItsSession checks that a leadership outlives the
+// end of the session that kept its lease alive (keepalives unanswered
+// through an etcd leader election, or answered by a member that did not
+// know the lease yet): the lease is alive, so the term keeps it alive in a
+// new session, past its TTL. The term ends once the lease is gone.
+func TestStore_TermOutlivesItsSession(t *testing.T) {
+	cluster(t)
+	ctx := t.Context()
+	prefix := newPrefix(t)
+	s := newStore(t, prefix, "http://127.0.0.1:1", false)
+	term, err := s.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Resign(context.Background())
+	etcd.EndSession(term)
+	select {
+	case <-term.Done():
+		t.Fatal("the term ended with its session, its lease alive")
+	case <-time.After(5 * time.Second): // 2.5 times the TTL
+	}
+	if err := s.Commit(ctx, term.Epoch(), &state.Changes{Resources: map[string]state.Resource{"r": {LastToken: 1, LastFence: 1}}}); err != nil {
+		t.Fatalf("a commit past the TTL of the ended session: %v, want the term going on", err)
+	}
+	if err := revokeLease(ctx, t, prefix); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-term.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the term goes on with its lease revoked")
+	}
+}

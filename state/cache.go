@@ -3,6 +3,7 @@ package state
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -67,6 +68,9 @@ const DefaultCacheBytes = 64 << 20
 // DefaultCommitTimeout is the default Cache.CommitTimeout.
 const DefaultCommitTimeout = 10 * time.Second
 
+// DefaultReadTimeout is the default Cache.ReadTimeout.
+const DefaultReadTimeout = 5 * time.Second
+
 // Cache is the Engine of a leader on a Remote, for one writer epoch: every
 // resource in memory (loaded when the term starts), entries read through
 // and kept up to a size, and every transaction committed to the Remote on
@@ -83,9 +87,14 @@ type Cache struct {
 	// beyond it are dropped and read again from the Remote. Default
 	// DefaultCacheBytes.
 	MaxEntryBytes int
-	// CommitTimeout bounds one commit; when it passes, the outcome is
-	// unknown (and the term ends). Default DefaultCommitTimeout.
+	// CommitTimeout bounds one commit, all of its attempts (each gets a
+	// quarter of it; see commit); when it passes with none confirmed, the
+	// outcome is unknown (and the term ends). Default DefaultCommitTimeout.
 	CommitTimeout time.Duration
+	// ReadTimeout bounds a read of an entry that is not in memory: the
+	// commits behind it wait for it, so one engine node that does not
+	// answer must not hold them longer. Default DefaultReadTimeout.
+	ReadTimeout time.Duration
 
 	remote Remote
 	epoch  Epoch
@@ -144,7 +153,7 @@ func (c *Cache) Update(ctx context.Context, fn func(tx Tx) error) error {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, cmp.Or(c.CommitTimeout, DefaultCommitTimeout))
-	err = c.remote.Commit(cctx, c.epoch, ch)
+	err = c.commit(cctx, ch)
 	cancel()
 	if err != nil {
 		return err
@@ -162,6 +171,49 @@ func (c *Cache) Update(ctx context.Context, fn func(tx Tx) error) error {
 		}
 	}
 	return nil
+}
+
+// commit commits ch to the Remote. A commit whose outcome is unknown (a
+// connection lost to an engine node that died, an engine electing a new
+// leader) is sent again, the same changes under the same epoch, until one
+// is certainly applied or ctx ends: a Remote's changes are values to store,
+// never increments, so applying them twice is applying them once, and this
+// leader commits one batch at a time, so none came in between (a Remote
+// orders a late first attempt before the next commit, or refuses it). So
+// the engine's own recovery (a new etcd leader elected in a few seconds)
+// costs this leader its term no more. Only a success settles an unknown
+// outcome: a refusal of a later attempt (deposed, not applied) says
+// nothing of the first, which stays unknown.
+func (c *Cache) commit(ctx context.Context, ch *Changes) error {
+	// Each attempt gets a quarter of the time, so that one sent to a node
+	// that no longer answers leaves time for others.
+	timeout := cmp.Or(c.CommitTimeout, DefaultCommitTimeout)
+	attempt := func() error {
+		actx, cancel := context.WithTimeout(ctx, timeout/4)
+		defer cancel()
+		return c.remote.Commit(actx, c.epoch, ch)
+	}
+	first := attempt()
+	if first == nil || errors.Is(first, ErrDeposed) || errors.Is(first, ErrNotApplied) {
+		return first
+	}
+	backoff := 20 * time.Millisecond
+	for n := 2; ; n++ {
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (sent %d times in %s)", first, n-1, timeout)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+		switch err := attempt(); {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrDeposed), errors.Is(err, ErrNotApplied):
+			return fmt.Errorf("%w (sent again, it was refused: %v; the first may have been applied)", first, err)
+		}
+	}
 }
 
 // keepLocked caches e, dropping other entries while the cache is over its size.
@@ -207,7 +259,9 @@ func (b cacheBase) Entry(resource, key string) (Entry, bool, error) {
 	}
 	// Not cached: read it. Only this leader writes, so what the Remote has
 	// is what the cache would have; the commit's epoch check confirms it.
-	e, ok, err := b.c.remote.Entry(context.Background(), resource, key)
+	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(b.c.ReadTimeout, DefaultReadTimeout))
+	e, ok, err := b.c.remote.Entry(ctx, resource, key)
+	cancel()
 	if err != nil {
 		return Entry{}, false, fmt.Errorf("state: read %q/%q: %w", resource, key, err)
 	}

@@ -25,9 +25,12 @@ type memRemote struct {
 	rev       fence.Rev
 	commits   int
 	reads     int
-	fail      error // if set, Commit returns it after applying (an unknown outcome)
-	refuse    error // if set, Commit returns it without applying
-	maxEntry  int   // if > 0, a commit with more entries is refused (ErrNotApplied)
+	fail      error         // if set, Commit returns it after applying (an unknown outcome)
+	failN     int           // with fail: only the next failN commits fail so
+	deposeOn  bool          // with fail: another server raises the epoch right after a commit fails
+	hangRead  chan struct{} // if set, Entry waits until it is closed or ctx ends
+	refuse    error         // if set, Commit returns it without applying
+	maxEntry  int           // if > 0, a commit with more entries is refused (ErrNotApplied)
 }
 
 func newMemRemote() *memRemote {
@@ -57,6 +60,16 @@ func (m *memRemote) Entry(ctx context.Context, resource, key string) (state.Entr
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.reads++
+	if m.hangRead != nil {
+		m.mu.Unlock()
+		select {
+		case <-m.hangRead:
+		case <-ctx.Done():
+			m.mu.Lock()
+			return state.Entry{}, false, ctx.Err()
+		}
+		m.mu.Lock()
+	}
 	e, ok := m.entries[state.EntryID{Resource: resource, Key: key}]
 	return e, ok, nil
 }
@@ -85,15 +98,28 @@ func (m *memRemote) Commit(ctx context.Context, epoch state.Epoch, c *state.Chan
 	if c.RevSet {
 		m.rev = c.Rev
 	}
+	if m.fail != nil && m.deposeOn {
+		m.epoch++
+	}
+	if m.failN > 0 {
+		m.failN--
+		if m.failN == 0 {
+			defer func() { m.fail = nil }()
+		}
+	}
 	return m.fail
 }
 
-// openCache returns a DB on a Cache of a new leader of m.
-func openCache(t *testing.T, m *memRemote) *state.DB {
+// openCache returns a DB on a Cache of a new leader of m; opts, if any,
+// set the Cache's options.
+func openCache(t *testing.T, m *memRemote, opts ...func(*state.Cache)) *state.DB {
 	t.Helper()
 	c, err := state.NewCache(t.Context(), m, m.lead())
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, o := range opts {
+		o(c)
 	}
 	db := state.NewDB("cache", c)
 	t.Cleanup(func() { db.Close() })
@@ -178,12 +204,13 @@ func TestCache_DeposedRead(t *testing.T) {
 	}
 }
 
-// TestCache_UnknownOutcome checks that a commit whose outcome is unknown
-// stops the DB: its memory may no longer match the engine.
+// TestCache_UnknownOutcome checks that a commit whose outcome stays unknown
+// (sent again until CommitTimeout, never confirmed) stops the DB: its
+// memory may no longer match the engine.
 func TestCache_UnknownOutcome(t *testing.T) {
 	ctx := t.Context()
 	m := newMemRemote()
-	db := openCache(t, m)
+	db := openCache(t, m, func(c *state.Cache) { c.CommitTimeout = 300 * time.Millisecond })
 	m.fail = errors.New("connection reset")
 	if _, err := db.Grant(ctx, "r", "a", time.Minute, time.Now()); err == nil || errors.Is(err, state.ErrDeposed) {
 		t.Fatalf("Grant err=%v, want an unknown outcome", err)
@@ -194,6 +221,71 @@ func TestCache_UnknownOutcome(t *testing.T) {
 	}
 	if db.Err() == nil {
 		t.Fatal("Err()=nil after an unknown outcome")
+	}
+}
+
+// TestCache_UnknownOutcomeResent checks that a commit of unknown outcome
+// (an etcd node dying under it) is sent again, and once applied is
+// applied once: the DB goes on, and a leader keeps its term through an
+// engine's own recovery.
+func TestCache_UnknownOutcomeResent(t *testing.T) {
+	ctx := t.Context()
+	m := newMemRemote()
+	db := openCache(t, m)
+	m.fail, m.failN = errors.New("connection reset"), 2
+	tok, err := db.Grant(ctx, "r", "a", time.Minute, time.Now().Add(time.Minute))
+	if err != nil || tok != 1 {
+		t.Fatalf("Grant=%d, %v; want token 1 once a commit is confirmed", tok, err)
+	}
+	if m.commits != 3 || db.Err() != nil {
+		t.Fatalf("%d commits, Err()=%v; want the same commit sent 3 times, and the DB in service", m.commits, db.Err())
+	}
+	if tok, err := db.Grant(ctx, "s", "a", time.Minute, time.Now().Add(time.Minute)); err != nil || tok != 1 {
+		t.Fatalf("the next Grant=%d, %v", tok, err)
+	}
+	if got := m.resources["r"].LastToken; got != 1 {
+		t.Fatalf("LastToken of r in the engine %d, want 1: applied three times is applied once", got)
+	}
+}
+
+// TestCache_UnknownOutcomeThenDeposed checks that a commit of unknown
+// outcome that, sent again, finds the epoch moved is not reported as
+// deposed (which says nothing was applied) but as unknown: the first
+// attempt may have been applied.
+func TestCache_UnknownOutcomeThenDeposed(t *testing.T) {
+	ctx := t.Context()
+	m := newMemRemote()
+	db := openCache(t, m)
+	// The first attempt applies and fails; before the second, another
+	// server raises the epoch.
+	m.fail, m.failN, m.deposeOn = errors.New("connection reset"), 1, true
+	_, err := db.Grant(ctx, "r", "a", time.Minute, time.Now().Add(time.Minute))
+	if err == nil || errors.Is(err, state.ErrDeposed) || errors.Is(err, fence.ErrNotLeader) {
+		t.Fatalf("Grant err=%v; want an unknown outcome, not deposed", err)
+	}
+	if !errors.Is(err, fence.ErrClosed) || db.Err() == nil {
+		t.Fatalf("Grant err=%v, Err()=%v; want unavailable, and the DB out of service", err, db.Err())
+	}
+}
+
+// TestCache_ReadTimeout checks that a read of an entry from an engine node
+// that does not answer gives up after ReadTimeout, and that the commits
+// behind it go on.
+func TestCache_ReadTimeout(t *testing.T) {
+	ctx := t.Context()
+	m := newMemRemote()
+	db := openCache(t, m, func(c *state.Cache) { c.ReadTimeout = 100 * time.Millisecond })
+	m.hangRead = make(chan struct{})
+	defer close(m.hangRead)
+	start := time.Now()
+	if _, err := db.Get(ctx, "r", "k"); !errors.Is(err, fence.ErrClosed) {
+		t.Fatalf("Get from an engine that does not answer: %v, want unavailable", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the read took %s, want about the ReadTimeout", d)
+	}
+	if _, err := db.Grant(ctx, "r", "a", time.Minute, time.Now().Add(time.Minute)); err != nil {
+		t.Fatalf("a Grant after the read gave up: %v", err)
 	}
 }
 
