@@ -88,7 +88,7 @@ type Cache struct {
 	// DefaultCacheBytes.
 	MaxEntryBytes int
 	// CommitTimeout bounds one commit, all of its attempts (each gets a
-	// quarter of it; see commit); when it passes with none confirmed, the
+	// tenth of it; see commit); when it passes with none confirmed, the
 	// outcome is unknown (and the term ends). Default DefaultCommitTimeout.
 	CommitTimeout time.Duration
 	// ReadTimeout bounds a read of an entry that is not in memory: the
@@ -185,11 +185,12 @@ func (c *Cache) Update(ctx context.Context, fn func(tx Tx) error) error {
 // outcome: a refusal of a later attempt (deposed, not applied) says
 // nothing of the first, which stays unknown.
 func (c *Cache) commit(ctx context.Context, ch *Changes) error {
-	// Each attempt gets a quarter of the time, so that one sent to a node
-	// that no longer answers leaves time for others.
+	// Each attempt gets a tenth of the time, so that one sent while the
+	// engine elects a leader (etcd holds it until its own timeout) or to a
+	// node that no longer answers is sent again soon.
 	timeout := cmp.Or(c.CommitTimeout, DefaultCommitTimeout)
 	attempt := func() error {
-		actx, cancel := context.WithTimeout(ctx, timeout/4)
+		actx, cancel := context.WithTimeout(ctx, timeout/10)
 		defer cancel()
 		return c.remote.Commit(actx, c.epoch, ch)
 	}
