@@ -372,6 +372,7 @@ func (t *term) Done() <-chan struct{} { return t.doneC }
 // not rest on this: every commit checks the epoch.
 func (t *term) keep() {
 	defer close(t.doneC)
+	go t.refresh()
 	for {
 		t.mu.Lock()
 		sess := t.sess
@@ -394,12 +395,36 @@ func (t *term) keep() {
 	}
 }
 
+// refresh keeps the lease alive with a keepalive of its own every third of
+// the TTL, until Resign, besides the session's: the session sends its
+// keepalives on one stream, to one member, and a member that stops
+// answering (a lost path to it) holds them until gRPC finds the connection
+// dead, longer than the TTL. Each of these is a call of its own, given a
+// sixth of the TTL, so that the next goes to another member.
+func (t *term) refresh() {
+	ttl := time.Duration(t.s.ttl()) * time.Second
+	tick := time.NewTicker(ttl / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.stopC:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), ttl/6)
+		t.s.cli.KeepAliveOnce(ctx, t.lease)
+		cancel()
+	}
+}
+
 // leaseAlive reports whether the election key, and so the lease, is still
-// there, asking for up to a TTL.
+// there, asking for up to a TTL, each time for a tenth of it, so that the
+// next question goes to another member.
 func (t *term) leaseAlive() bool {
-	deadline := time.Now().Add(time.Duration(t.s.ttl()) * time.Second)
+	ttl := time.Duration(t.s.ttl()) * time.Second
+	deadline := time.Now().Add(ttl)
 	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		ctx, cancel := context.WithTimeout(context.Background(), ttl/10)
 		resp, err := t.s.cli.Get(ctx, t.el.Key())
 		cancel()
 		if err == nil {
@@ -408,7 +433,7 @@ func (t *term) leaseAlive() bool {
 		select {
 		case <-t.stopC:
 			return false
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 	return false

@@ -91,9 +91,10 @@ type Cache struct {
 	// tenth of it; see commit); when it passes with none confirmed, the
 	// outcome is unknown (and the term ends). Default DefaultCommitTimeout.
 	CommitTimeout time.Duration
-	// ReadTimeout bounds a read of an entry that is not in memory: the
-	// commits behind it wait for it, so one engine node that does not
-	// answer must not hold them longer. Default DefaultReadTimeout.
+	// ReadTimeout bounds a read of an entry that is not in memory, all of
+	// its attempts (each a fifth of it): the commits behind it wait for
+	// it, so one engine node that does not answer must not hold them
+	// longer. Default DefaultReadTimeout.
 	ReadTimeout time.Duration
 
 	remote Remote
@@ -240,6 +241,30 @@ func (c *Cache) dropLocked(id EntryID) {
 	}
 }
 
+// readEntry reads an entry from the Remote for up to ReadTimeout, each
+// attempt for a fifth of it, so that one sent to a node that no longer
+// answers is sent again, to another: a read changes nothing.
+func (c *Cache) readEntry(resource, key string) (Entry, bool, error) {
+	timeout := cmp.Or(c.ReadTimeout, DefaultReadTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		actx, acancel := context.WithTimeout(ctx, timeout/5)
+		e, ok, err := c.remote.Entry(actx, resource, key)
+		acancel()
+		if err == nil || ctx.Err() != nil {
+			return e, ok, err
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return e, ok, err
+		case <-t.C:
+		}
+	}
+}
+
 // cacheBase is the committed state of a Cache, as an Overlay reads it:
 // resources from memory, entries from memory or, on a miss, from the Remote.
 type cacheBase struct{ c *Cache }
@@ -260,9 +285,7 @@ func (b cacheBase) Entry(resource, key string) (Entry, bool, error) {
 	}
 	// Not cached: read it. Only this leader writes, so what the Remote has
 	// is what the cache would have; the commit's epoch check confirms it.
-	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(b.c.ReadTimeout, DefaultReadTimeout))
-	e, ok, err := b.c.remote.Entry(ctx, resource, key)
-	cancel()
+	e, ok, err := b.c.readEntry(resource, key)
 	if err != nil {
 		return Entry{}, false, fmt.Errorf("state: read %q/%q: %w", resource, key, err)
 	}
