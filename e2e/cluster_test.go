@@ -503,10 +503,16 @@ func pauseScenario(t *testing.T, unsafe bool) (acked []string, violated string) 
 }
 
 // TestCluster_EngineLeaderKill kills the etcd Raft leader under load and
-// brings it back: nothing acknowledged is lost, no token goes down.
+// brings it back: nothing acknowledged is lost, no token goes down, and
+// the fence leader rides out etcd's elections (the epoch stays).
 func TestCluster_EngineLeaderKill(t *testing.T) {
 	e, store := etcdStore(t)
 	c := startCluster(t, store, 3)
+	leader := c.waitLeader(30 * time.Second)
+	first, err := c.status(leader)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l := startLoad(t, c.addrs(), 6)
 	for round := range 2 {
 		for start := l.ops.Load(); l.ops.Load() < start+50; {
@@ -536,6 +542,10 @@ func TestCluster_EngineLeaderKill(t *testing.T) {
 	}
 	l.finish()
 	l.check(t, newAPI(t, c.addrs(), 10*time.Second))
+	// The fence leader rode out etcd's elections: its lease never expired.
+	if last, err := c.status(leader); err != nil || last.Epoch != first.Epoch {
+		t.Errorf("the writer epoch went from %d to %d (%v): killing etcd's leader cost a fence leader change", first.Epoch, last.Epoch, err)
+	}
 }
 
 // TestCluster_PostgresFailover kills the PostgreSQL primary under load and
