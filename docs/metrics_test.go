@@ -166,13 +166,17 @@ func startServer(t *testing.T, bin string) string {
 	go func() {
 		defer close(scanned)
 		sc := bufio.NewScanner(pr)
-		for first := true; sc.Scan(); first = false {
-			if first {
+		// fence starting, then fence serving.
+		for sent := false; sc.Scan(); {
+			if !sent {
 				var line struct{ Msg, Addr string }
-				if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "fence serving" {
+				switch {
+				case json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "fence serving":
 					addrC <- line.Addr
-				} else {
+					sent = true
+				case line.Msg != "fence starting":
 					addrC <- ""
+					sent = true
 				}
 			}
 			rest.WriteString(sc.Text() + "\n")

@@ -4,7 +4,7 @@ The binary is $FENCE_BIN if set, else built once per test run with
 ``go build -o <tempdir>/fence ./cmd/fence`` in the repository root (found
 from this file). Each server listens on a free loopback port
 (``--listen 127.0.0.1:0``) with its data in a temporary directory; its
-address comes from its first "fence serving" log line on stderr.
+address comes from its "fence serving" log line on stderr.
 """
 
 from __future__ import annotations

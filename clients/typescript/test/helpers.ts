@@ -93,7 +93,7 @@ export interface ServerOptions {
 
 /**
  * Starts `fence serve --listen 127.0.0.1:0 --data DIR` and resolves once its
- * first log line ({"msg":"fence serving","addr":...}) says where it listens.
+ * "fence serving" log line ({"msg":"fence serving","addr":...}) says where it listens.
  */
 export function startServer(opts: ServerOptions = {}): Promise<Server> {
   const dataDir = opts.dataDir ?? tempDir("fence-data-");
