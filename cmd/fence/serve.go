@@ -360,7 +360,16 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	}
 	errC := make(chan error, 1)
 	go func() { errC <- srv.Serve(ln) }()
-	logger.Info("fence starting", "addr", ln.Addr().String(), "waiting_for", waiting)
+	// The first log line, and the serving line, say whether auth is on.
+	level, authAttrs := slog.LevelInfo, []any{"auth", "off", "auth_note", "no --auth-file: loopback only"}
+	switch {
+	case tokens != nil:
+		authAttrs = []any{"auth", "on", "auth_file", cfg.AuthFile, "auth_tokens", tokens.Table().Len(), "protect_metrics", cfg.ProtectMetrics}
+	case !isLoopback(cfg.Listen):
+		level = slog.LevelWarn
+		authAttrs[3] = "no --auth-file and --insecure-listen: anyone who can reach this address has full access"
+	}
+	logger.Log(ctx, level, "fence starting", append([]any{"addr", ln.Addr().String(), "waiting_for", waiting}, authAttrs...)...)
 	fenceSrv, err := openLogging(ctx, srvCfg, logger, waiting)
 	if err != nil {
 		srv.Close()
@@ -379,15 +388,6 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	// draining answers them at once (503), and stops new lock calls.
 	srv.RegisterOnShutdown(fenceSrv.Drain)
 
-	// The serving line says whether auth is on.
-	level, authAttrs := slog.LevelInfo, []any{"auth", "off", "auth_note", "no --auth-file: loopback only"}
-	switch {
-	case tokens != nil:
-		authAttrs = []any{"auth", "on", "auth_file", cfg.AuthFile, "auth_tokens", tokens.Table().Len(), "protect_metrics", cfg.ProtectMetrics}
-	case !isLoopback(cfg.Listen):
-		level = slog.LevelWarn
-		authAttrs[3] = "no --auth-file and --insecure-listen: anyone who can reach this address has full access"
-	}
 	storeAttrs := []any{"data", cfg.Data}
 	if cfg.UnsafeNoSync {
 		level = slog.LevelWarn
