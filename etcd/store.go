@@ -71,8 +71,9 @@ type Store struct {
 }
 
 var (
-	_ state.Remote  = (*Store)(nil)
-	_ state.Elector = (*Store)(nil)
+	_ state.Remote   = (*Store)(nil)
+	_ state.Elector  = (*Store)(nil)
+	_ state.Resender = (*Store)(nil)
 )
 
 // OpenStore connects to the etcd cluster that rawURL names and registers
@@ -342,6 +343,7 @@ func decodeEpoch(kvs []*mvccpb.KeyValue) (epochRecord, int64, error) {
 type term struct {
 	s     *Store
 	el    *concurrency.Election
+	key   string // the election key, read once: Resign clears el's
 	epoch state.Epoch
 	lease clientv3.LeaseID
 
@@ -352,7 +354,7 @@ type term struct {
 }
 
 func newTerm(s *Store, sess *concurrency.Session, el *concurrency.Election, epoch state.Epoch) *term {
-	t := &term{s: s, el: el, epoch: epoch, lease: sess.Lease(), sess: sess,
+	t := &term{s: s, el: el, key: el.Key(), epoch: epoch, lease: sess.Lease(), sess: sess,
 		doneC: make(chan struct{}), stopC: make(chan struct{})}
 	go t.keep()
 	return t
@@ -390,6 +392,15 @@ func (t *term) keep() {
 			return
 		}
 		t.mu.Lock()
+		select {
+		case <-t.stopC:
+			// Resigned meanwhile, with the session before: this one must
+			// not keep the lease alive.
+			t.mu.Unlock()
+			next.Close()
+			return
+		default:
+		}
 		t.sess = next
 		t.mu.Unlock()
 	}
@@ -425,7 +436,7 @@ func (t *term) leaseAlive() bool {
 	deadline := time.Now().Add(ttl)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), ttl/10)
-		resp, err := t.s.cli.Get(ctx, t.el.Key())
+		resp, err := t.s.cli.Get(ctx, t.key)
 		cancel()
 		if err == nil {
 			return len(resp.Kvs) == 1 && clientv3.LeaseID(resp.Kvs[0].Lease) == t.lease
@@ -649,6 +660,10 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	}
 	return nil
 }
+
+// Resends implements state.Resender: the commit key numbers the commits,
+// unless the epoch check is off (a test's negative control).
+func (s *Store) Resends() bool { return !s.opts.UnsafeSkipEpochCheck }
 
 // commitID names commit n of epoch, the value of the commit key.
 func commitID(epoch state.Epoch, n uint64) string { return fmt.Sprintf("%d/%d", epoch, n) }

@@ -70,7 +70,7 @@ func tornTail(f *os.File, seq uint64, end, first, last, size int64) (bool, strin
 	}
 	length := int64(binary.BigEndian.Uint32(h[0:4]))
 	headerSeq := binary.BigEndian.Uint64(h[8:16])
-	zeroHeader := h == [recordHeader]byte{}
+	zeroHeader := h == [recordHeader]byte{} || tornHeader(h, end, seq)
 	extent := last + 1
 	if length > 0 && length <= maxRecord && headerSeq == seq {
 		if end+recordHeader+length > size {
@@ -85,7 +85,7 @@ func tornTail(f *os.File, seq uint64, end, first, last, size int64) (bool, strin
 	if _, err := f.ReadAt(body, end); err != nil && err != io.EOF {
 		return false, "", err
 	}
-	if !zeroHeader && len(body) > recordHeader && crcMatchesPrefix(seq, binary.BigEndian.Uint32(h[4:8]), body[recordHeader:]) {
+	if len(body) > recordHeader && crcMatchesPrefix(seq, binary.BigEndian.Uint32(h[4:8]), body[recordHeader:]) {
 		return false, "a record written whole whose length field is damaged", nil
 	}
 	if at := validRecordIn(body[1:], seq); at >= 0 {
@@ -95,6 +95,22 @@ func tornTail(f *os.File, seq uint64, end, first, last, size int64) (bool, strin
 		return true, "", nil
 	}
 	return false, "a record written whole that does not check out (a damaged byte): damage, not a write cut short by a crash", nil
+}
+
+// tornHeader reports whether the header h of a record of segment seq, at
+// offset end of its file, spans two sectors of which one reads as zeros
+// where a header written whole cannot: the write that was cut short
+// reached the disk in the other only. The first sector's part is zero in
+// no header written whole once it holds the length field (never zero);
+// the second's, where it holds non-zero bytes of seq.
+func tornHeader(h [recordHeader]byte, end int64, seq uint64) bool {
+	split := int((sector - end%sector) % sector) // bytes of h in its first sector
+	if split == 0 || split >= recordHeader {
+		return false // in one sector: written whole or not at all
+	}
+	var want [recordHeader]byte
+	binary.BigEndian.PutUint64(want[8:16], seq)
+	return split >= 4 && isZero(h[:split]) || isZero(h[split:]) && !isZero(want[max(split, 8):])
 }
 
 // crcMatchesPrefix reports whether the record checksum want, over seq and

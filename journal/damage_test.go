@@ -162,6 +162,13 @@ func TestOpen_Damage(t *testing.T) {
 			}
 			return segmentName(r.seq), r.start
 		}},
+		{"TruncatedAtARecordsEnd", func(t *testing.T, dir string, recs []record) (string, int64) {
+			r := recs[len(recs)-3]
+			if err := os.Truncate(filepath.Join(dir, segmentName(r.seq)), r.end); err != nil {
+				t.Fatal(err)
+			}
+			return segmentName(r.seq), r.end
+		}},
 		{"LastSegmentsRemoved", func(t *testing.T, dir string, recs []record) (string, int64) {
 			segs, _ := listFiles(dir, "log-", ".seg")
 			last := recs[len(recs)-1].seq
@@ -439,6 +446,46 @@ func TestOptions_Synced(t *testing.T) {
 			}
 			if want := 1 + 21 + int(last.seq-1); len(got) != want {
 				t.Fatalf("Synced %d times, want %d: the open, each of 21 commits, each of %d new segments", len(got), want, last.seq-1)
+			}
+		})
+	}
+}
+
+// TestTornTail_HeaderAcrossSectors checks a last record whose header
+// crosses a sector boundary and reached the disk on one side only: a tear,
+// whichever side; a header written whole is not taken for one.
+func TestTornTail_HeaderAcrossSectors(t *testing.T) {
+	const seq = 7
+	rec := appendRecord(nil, seq, []byte(strings.Repeat("p", 40)+"\xff"))
+	for _, tc := range []struct {
+		name string
+		end  int64  // where the record starts
+		keep func(b []byte, end int64)
+		torn bool
+	}{
+		{"FirstSectorOnly", sector - 7, func(b []byte, end int64) { copy(b[end:sector], rec) }, true},
+		{"SecondSectorOnly", sector - 7, func(b []byte, end int64) { copy(b[sector:], rec[sector-end:]) }, true},
+		{"WholeButDamaged", sector - 7, func(b []byte, end int64) { copy(b[end:], rec); b[end+30] ^= 1 }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := make([]byte, 4*sector)
+			tc.keep(b, tc.end)
+			file := filepath.Join(t.TempDir(), segmentName(seq))
+			if err := os.WriteFile(file, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			first, last, err := nonZero(f, tc.end, int64(len(b)))
+			if err != nil || first < 0 {
+				t.Fatalf("nonZero: %d, %d, %v", first, last, err)
+			}
+			torn, why, err := tornTail(f, seq, tc.end, first, last, int64(len(b)))
+			if err != nil || torn != tc.torn {
+				t.Fatalf("tornTail=%v (%s), %v; want %v", torn, why, err, tc.torn)
 			}
 		})
 	}

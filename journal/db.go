@@ -16,6 +16,9 @@ import (
 	"github.com/fence-lock/fence/state"
 )
 
+// segmentBlock divides the size of every segment.
+const segmentBlock = 4096
+
 // Defaults of Options.
 const (
 	DefaultSegmentSize   = 64 << 20
@@ -24,7 +27,8 @@ const (
 
 // Options tune a journal; the zero value of a field is its default.
 type Options struct {
-	// SegmentSize is the size of a log segment. Default DefaultSegmentSize.
+	// SegmentSize is the size of a log segment, rounded up to whole blocks
+	// of 4 KiB. Default DefaultSegmentSize.
 	SegmentSize int64
 	// SnapshotEvery is how many bytes of log written since the last
 	// snapshot start the next one; older segments are then removed.
@@ -71,6 +75,8 @@ func OpenOptions(dir string, opts Options) (*DB, error) {
 	if opts.SegmentSize <= 0 {
 		opts.SegmentSize = DefaultSegmentSize
 	}
+	// Whole blocks, so that a segment cut short shows in its size.
+	opts.SegmentSize = (opts.SegmentSize + segmentBlock - 1) / segmentBlock * segmentBlock
 	if opts.SnapshotEvery <= 0 {
 		opts.SnapshotEvery = DefaultSnapshotEvery
 	}
@@ -225,6 +231,13 @@ func (e *engine) recover() error {
 		return err
 	}
 	e.seg.noSync = e.opts.UnsafeAckBeforeSync
+	// What was replayed may be in the page cache only (written whole, not
+	// yet synced, when the last process died): sync it before serving it.
+	if !e.opts.UnsafeAckBeforeSync {
+		if err := datasync(e.seg.f); err != nil {
+			return fmt.Errorf("sync %s: %w", segmentName(writer.seq), err)
+		}
+	}
 	if e.opts.Synced != nil {
 		e.opts.Synced(segmentName(writer.seq), int64(writer.off))
 	}
@@ -308,8 +321,15 @@ func (e *engine) checkTail(seq uint64, end int64, later []uint64, strict bool) (
 		return false, err
 	}
 	first, last, err := nonZero(f, end, fi.Size())
-	if err != nil || first < 0 {
+	if err != nil {
 		return false, err
+	}
+	if first < 0 {
+		if fi.Size()%segmentBlock != 0 {
+			return false, &CorruptError{File: segmentName(seq), Offset: fi.Size(),
+				Reason: fmt.Sprintf("the file is %d bytes, not whole blocks of %d as segments are made: it was cut short", fi.Size(), segmentBlock)}
+		}
+		return false, nil
 	}
 	torn, why, err := tornTail(f, seq, end, first, last, fi.Size())
 	if err != nil {

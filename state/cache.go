@@ -174,17 +174,24 @@ func (c *Cache) Update(ctx context.Context, fn func(tx Tx) error) error {
 	return nil
 }
 
-// commit commits ch to the Remote. A commit whose outcome is unknown (a
-// connection lost to an engine node that died, an engine electing a new
-// leader) is sent again, the same changes under the same epoch, until one
-// is certainly applied or ctx ends: a Remote's changes are values to store,
-// never increments, so applying them twice is applying them once, and this
-// leader commits one batch at a time, so none came in between (a Remote
-// orders a late first attempt before the next commit, or refuses it). So
-// the engine's own recovery (a new etcd leader elected in a few seconds)
-// costs this leader its term no more. Only a success settles an unknown
-// outcome: a refusal of a later attempt (deposed, not applied) says
-// nothing of the first, which stays unknown.
+// Resender is implemented by Remotes whose commits may be sent again after
+// an unknown outcome: they number the commits of an epoch, so that a commit
+// sent again applies once, and an attempt that arrives late never applies
+// after a later commit (etcd's commit key).
+type Resender interface {
+	Resends() bool
+}
+
+// commit commits ch to the Remote. On a Resender, a commit whose outcome is
+// unknown (a connection lost to an engine node that died, an engine
+// electing a new leader) is sent again, the same changes under the same
+// epoch, until one is certainly applied or ctx ends: a Remote's changes
+// are values to store, never increments, so applying them twice is
+// applying them once, and the Remote keeps a late attempt from applying
+// after the next commit. So the engine's own recovery (a new etcd leader
+// elected in a few seconds) costs this leader its term no more. Only a
+// success settles an unknown outcome: a refusal of a later attempt
+// (deposed, not applied) says nothing of the first, which stays unknown.
 func (c *Cache) commit(ctx context.Context, ch *Changes) error {
 	// Each attempt gets a tenth of the time, so that one sent while the
 	// engine elects a leader (etcd holds it until its own timeout) or to a
@@ -194,6 +201,10 @@ func (c *Cache) commit(ctx context.Context, ch *Changes) error {
 		actx, cancel := context.WithTimeout(ctx, timeout/10)
 		defer cancel()
 		return c.remote.Commit(actx, c.epoch, ch)
+	}
+	r, ok := c.remote.(Resender)
+	if !ok || !r.Resends() {
+		return c.remote.Commit(ctx, c.epoch, ch)
 	}
 	first := attempt()
 	if first == nil || errors.Is(first, ErrDeposed) || errors.Is(first, ErrNotApplied) {

@@ -28,6 +28,7 @@ type memRemote struct {
 	fail      error         // if set, Commit returns it after applying (an unknown outcome)
 	failN     int           // with fail: only the next failN commits fail so
 	deposeOn  bool          // with fail: another server raises the epoch right after a commit fails
+	noResend  bool          // Resends reports false: commits of unknown outcome are not sent again
 	hangRead  chan struct{} // if set, Entry waits until it is closed or ctx ends
 	refuse    error         // if set, Commit returns it without applying
 	maxEntry  int           // if > 0, a commit with more entries is refused (ErrNotApplied)
@@ -109,6 +110,10 @@ func (m *memRemote) Commit(ctx context.Context, epoch state.Epoch, c *state.Chan
 	}
 	return m.fail
 }
+
+// Resends implements state.Resender: memRemote applies a commit at once or
+// never, so no attempt of it can arrive late.
+func (m *memRemote) Resends() bool { return !m.noResend }
 
 // openCache returns a DB on a Cache of a new leader of m; opts, if any,
 // set the Cache's options.
@@ -245,6 +250,23 @@ func TestCache_UnknownOutcomeResent(t *testing.T) {
 	}
 	if got := m.resources["r"].LastToken; got != 1 {
 		t.Fatalf("LastToken of r in the engine %d, want 1: applied three times is applied once", got)
+	}
+}
+
+// TestCache_NoResend checks that a commit of unknown outcome on a Remote
+// that does not number its commits (PostgreSQL: a late attempt could apply
+// after the next commit) is not sent again: the DB stops.
+func TestCache_NoResend(t *testing.T) {
+	ctx := t.Context()
+	m := newMemRemote()
+	m.noResend = true
+	db := openCache(t, m)
+	m.fail, m.failN = errors.New("connection reset"), 1
+	if _, err := db.Grant(ctx, "r", "a", time.Minute, time.Now()); err == nil || db.Err() == nil {
+		t.Fatalf("Grant err=%v, Err()=%v; want an unknown outcome and the DB out of service", err, db.Err())
+	}
+	if m.commits != 1 {
+		t.Fatalf("%d commits, want 1: not sent again", m.commits)
 	}
 }
 
