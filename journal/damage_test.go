@@ -459,7 +459,7 @@ func TestTornTail_HeaderAcrossSectors(t *testing.T) {
 	rec := appendRecord(nil, seq, []byte(strings.Repeat("p", 40)+"\xff"))
 	for _, tc := range []struct {
 		name string
-		end  int64  // where the record starts
+		end  int64 // where the record starts
 		keep func(b []byte, end int64)
 		torn bool
 	}{
