@@ -406,15 +406,16 @@ func (t *term) keep() {
 	}
 }
 
-// refresh keeps the lease alive with a keepalive of its own every third of
+// refresh keeps the lease alive with a keepalive of its own every sixth of
 // the TTL, until Resign, besides the session's: the session sends its
 // keepalives on one stream, to one member, and a member that stops
 // answering (a lost path to it) holds them until gRPC finds the connection
-// dead, longer than the TTL. Each of these is a call of its own, given a
-// sixth of the TTL, so that the next goes to another member.
+// dead, longer than the TTL. Each of these is a call of its own, given an
+// eighth of the TTL, so that the next goes to another member, and several
+// in a row may go to the one cut off.
 func (t *term) refresh() {
 	ttl := time.Duration(t.s.ttl()) * time.Second
-	tick := time.NewTicker(ttl / 3)
+	tick := time.NewTicker(ttl / 6)
 	defer tick.Stop()
 	for {
 		select {
@@ -422,7 +423,7 @@ func (t *term) refresh() {
 			return
 		case <-tick.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), ttl/6)
+		ctx, cancel := context.WithTimeout(context.Background(), ttl/8)
 		t.s.cli.KeepAliveOnce(ctx, t.lease)
 		cancel()
 	}
