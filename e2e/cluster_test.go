@@ -20,6 +20,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/client"
+	"github.com/fence-lock/fence/internal/chaos/proxy"
 	"github.com/fence-lock/fence/internal/testserver"
 	"github.com/fence-lock/fence/wire"
 )
@@ -678,4 +679,58 @@ func TestCluster_MixedKeys(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "same --signing-key") {
 		t.Fatalf("a server with another key: %v\n%s\nwant it to refuse to start", err, out)
 	}
+}
+
+// TestCluster_OneEtcdMemberCutOff cuts the path from the fence servers to one
+// etcd member of three for longer than the election TTL, under load, with
+// the other two reachable: that used to depose the leader and hang
+// requests for the whole cut. It must cost no leader change, and no
+// request beyond those that retried.
+func TestCluster_OneEtcdMemberCutOff(t *testing.T) {
+	e, _ := etcdStore(t)
+	var hosts []string
+	var proxies []*proxy.Proxy
+	for _, m := range e.Members {
+		p, err := proxy.New("127.0.0.1:0", strings.TrimPrefix(m.ClientURL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		proxies = append(proxies, p)
+		hosts = append(hosts, p.Addr())
+	}
+	store := "etcd://" + strings.Join(hosts, ",") + "/fence-cut/"
+	c := startCluster(t, store, 2)
+	leader := c.waitLeader(30 * time.Second)
+	before, err := c.status(leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := startLoad(t, c.addrs(), 4)
+	time.Sleep(time.Second)
+	// Cut the member the leader's lease keepalives go to, whichever it is:
+	// each in turn, past the election TTL (2 s).
+	for _, p := range proxies {
+		p.Blackhole(true)
+		time.Sleep(3 * time.Second)
+		p.Heal()
+		time.Sleep(500 * time.Millisecond)
+	}
+	l.finish()
+	after, err := c.status(leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Epoch != before.Epoch {
+		t.Errorf("the writer epoch went from %d to %d: cutting one etcd member of three off cost a leader change", before.Epoch, after.Epoch)
+	}
+	l.check(t, newAPI(t, c.addrs(), 10*time.Second))
+	failed := 0
+	for _, w := range l.workers {
+		failed += w.errors
+	}
+	if failed > 0 {
+		t.Errorf("%d calls failed (after the client's retries) while one etcd member was cut off", failed)
+	}
+	t.Logf("%d cycles, %d failed calls, epoch %d before and after", l.ops.Load(), failed, after.Epoch)
 }

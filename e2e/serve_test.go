@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -237,5 +238,85 @@ func TestServe_Unfenced(t *testing.T) {
 	}
 	if !strings.Contains(srv.logs.String(), `"unfenced":true`) {
 		t.Errorf("no unfenced write in the log:\n%s", srv.logs.String())
+	}
+}
+
+// TestServe_StartsWithoutQuorum starts a server on an etcd that has lost
+// its quorum: it used to open its port and then hang, answering nothing
+// and logging nothing. It must answer /healthz 200 and /readyz 503
+// not_ready at once, say in its log what it waits for, and serve once
+// etcd has its quorum back.
+func TestServe_StartsWithoutQuorum(t *testing.T) {
+	e, store := etcdStore(t)
+	for _, m := range e.Members[1:] {
+		if err := m.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	port := freePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	cmd := exec.Command(binary, "serve", "--store", store, "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+	logs := &lockedBuffer{}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logs.WriteLine(sc.Text())
+		}
+	}()
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := client.Get(url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("/healthz without quorum: %d, want 200", resp.StatusCode)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz does not answer without quorum: %v\n%s", err, logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var p struct{ Code, Detail string }
+	resp, err := client.Get(url + "/readyz")
+	if err != nil {
+		t.Fatalf("/readyz without quorum: %v (it must answer at once)", err)
+	}
+	json.NewDecoder(resp.Body).Decode(&p)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || p.Code != "not_ready" || !strings.Contains(p.Detail, "etcd://") {
+		t.Fatalf("/readyz without quorum: %d %+v, want 503 not_ready naming the store", resp.StatusCode, p)
+	}
+	if !strings.Contains(logs.String(), `"fence starting"`) || !strings.Contains(logs.String(), "waiting_for") {
+		t.Fatalf("the log does not say what the server waits for:\n%s", logs)
+	}
+	for _, m := range e.Members[1:] {
+		if err := m.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		resp, err := client.Get(url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready 60 s after etcd got its quorum back:\n%s", logs)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

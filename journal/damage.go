@@ -70,7 +70,7 @@ func tornTail(f *os.File, seq uint64, end, first, last, size int64) (bool, strin
 	}
 	length := int64(binary.BigEndian.Uint32(h[0:4]))
 	headerSeq := binary.BigEndian.Uint64(h[8:16])
-	zeroHeader := h == [recordHeader]byte{} || tornHeader(h, end, seq)
+	cutHeader := h == [recordHeader]byte{} || tornHeader(h, end, seq)
 	extent := last + 1
 	if length > 0 && length <= maxRecord && headerSeq == seq {
 		if end+recordHeader+length > size {
@@ -91,7 +91,7 @@ func tornTail(f *os.File, seq uint64, end, first, last, size int64) (bool, strin
 	if at := validRecordIn(body[1:], seq); at >= 0 {
 		return false, fmt.Sprintf("a record that does not check out is followed by a valid one at offset %d: damage, not a write cut short by a crash", end+1+int64(at)), nil
 	}
-	if zeroHeader || body[len(body)-1] == 0 || hasZeroSector(body, end) {
+	if cutHeader || body[len(body)-1] == 0 || hasZeroSector(body, end) {
 		return true, "", nil
 	}
 	return false, "a record written whole that does not check out (a damaged byte): damage, not a write cut short by a crash", nil
