@@ -59,6 +59,9 @@ func (l *problemListener) Accept() (net.Conn, error) {
 // problemConn rewrites net/http's own error answers as problems.
 type problemConn struct{ net.Conn }
 
+// NetConn returns the connection under c, as tls.Conn's does.
+func (c problemConn) NetConn() net.Conn { return c.Conn }
+
 // tlsProblemConn is a problemConn over TLS (its Conn a *tls.Conn): net/http
 // takes the connection's TLS state from ConnectionState for Request.TLS.
 type tlsProblemConn struct {

@@ -173,7 +173,14 @@ func (s *Server) acquire(c *call, m match) error {
 		return err
 	}
 	if req.Wait > 0 {
-		c.extendWriteDeadline(req.Wait)
+		key := clientSlotKey(c)
+		if s.waiting.take(key, s.WaitersPerClient, s.Waiters) {
+			defer s.waiting.give(key)
+			c.extendWriteDeadline(req.Wait)
+		} else {
+			waitsRefused.Inc()
+			req.Wait = 0 // try once: granted if free, else lock_held now
+		}
 	}
 	// The request's context ends when the client goes away, which takes a
 	// waiting acquire out of the queue.

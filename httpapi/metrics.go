@@ -35,6 +35,20 @@ var (
 		Help: "Requests answered 429 rate_limited because their client was over Server.RateLimit.",
 	})
 
+	// waitsRefused counts acquires not let wait by Server.WaitersPerClient
+	// or Server.Waiters.
+	waitsRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fence_http_waits_refused_total",
+		Help: "Acquires with wait_ms that were tried once instead of waiting, because their client or the server had as many waiting as allowed (fence serve --max-client-waiters, --max-total-waiters).",
+	})
+
+	// watchesRefused counts watch streams refused by
+	// Server.WatchersPerClient or Server.Watchers.
+	watchesRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fence_http_watches_refused_total",
+		Help: "Watch streams answered 429 because their client or the server had as many open as allowed (fence serve --max-client-watchers, --max-total-watchers).",
+	})
+
 	// requestDuration observes every request by route pattern, method and
 	// HTTP status. Its buckets reach 300 s, the longest acquire wait.
 	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -51,14 +65,14 @@ var (
 )
 
 // Metrics returns the HTTP API's Prometheus metrics (the request,
-// rejection, rejection-log and rate-limit metrics fence_http_*, fence_storage_writes_total,
+// rejection, rejection-log, rate-limit, waiter and watcher metrics fence_http_*, fence_storage_writes_total,
 // fence_storage_rejections_total, fence_watch_*; fence serve's connection
 // metrics are its own),
 // shared by every Server of the process. The package registers them
 // nowhere: register them in the registry that Server.Gatherer serves.
 func Metrics() []prometheus.Collector {
 	return []prometheus.Collector{storageWrites, storageRejections, httpRejections, requestDuration, rateLimitedTotal,
-		watchStreams, watchCutoffs, watchEvents, rejectionLogSuppressed}
+		waitsRefused, watchesRefused, watchStreams, watchCutoffs, watchEvents, rejectionLogSuppressed}
 }
 
 func init() {

@@ -115,13 +115,14 @@ func clientKey(c *call) (key string, caller bool) {
 	if c.caller != nil {
 		return c.caller.Name(), true
 	}
-	return addrKey(c.r.RemoteAddr), false
+	return SourceOf(c.r.RemoteAddr), false
 }
 
-// addrKey returns the network a remote address counts as: the IPv4
-// address, or the /64 of an IPv6 address (which one host is commonly given
-// whole, so that it cannot be one client per address).
-func addrKey(remote string) string {
+// SourceOf returns the network a remote address ("host:port") counts as
+// for the limits of one client: the IPv4 address, or the /64 of an IPv6
+// address (which one host is commonly given whole, so that it cannot be one
+// client per address).
+func SourceOf(remote string) string {
 	host, _, err := net.SplitHostPort(remote)
 	if err != nil {
 		host = remote

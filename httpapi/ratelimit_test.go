@@ -143,8 +143,8 @@ func TestAddrKey(t *testing.T) {
 		"not an address":        "not an address",
 		"@":                     "@",
 	} {
-		if got := addrKey(in); got != want {
-			t.Errorf("addrKey(%q) = %q, want %q", in, got, want)
+		if got := SourceOf(in); got != want {
+			t.Errorf("SourceOf(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -93,6 +93,24 @@ type Server struct {
 	RateLimit rate.Limit
 	RateBurst int
 
+	// WaitersPerClient and Waiters cap the acquires that wait (wait_ms >
+	// 0) at once: per client, counted as RateLimit counts them, and in
+	// all. An acquire past either cap does not wait: it is granted if the
+	// lock is free, else answered 409 lock_held at once (with Retry-After,
+	// as ever), and counted in fence_http_waits_refused_total. Together
+	// with the lock service's cap per resource, they bound what waiting
+	// acquires hold however they are spread over resources. A standby
+	// forwards its clients' requests from its own address: without
+	// Authenticate, they count as one client here. Zero means no cap.
+	WaitersPerClient, Waiters int
+
+	// WatchersPerClient and Watchers cap the watch streams (GET
+	// /v1/watch) open at once: per client, counted as RateLimit counts
+	// them, and in all. A stream past either cap is answered 429
+	// rate_limited with Retry-After 1 s, and counted in
+	// fence_http_watches_refused_total. Zero means no cap.
+	WatchersPerClient, Watchers int
+
 	// Cluster, if not nil, answers GET /v1/cluster: this server's role, the
 	// leader, the writer epoch and the servers. Nil, the default, answers
 	// as a server on its own: role "leader", epoch 1.
@@ -126,6 +144,8 @@ type Server struct {
 	Gatherer prometheus.Gatherer
 
 	limiters   limiters
+	waiting    slots // acquires waiting, against WaitersPerClient and Waiters
+	watching   slots // watch streams, against WatchersPerClient and Watchers
 	logSampler logSampler
 	locker     fence.Locker
 	store      fence.Store

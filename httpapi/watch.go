@@ -73,6 +73,13 @@ func (s *Server) watch(c *call, _ match) error {
 	if s.Events == nil {
 		return fmt.Errorf("%w: this server's lock service cannot watch", fence.ErrNotFound)
 	}
+	key := clientSlotKey(c)
+	if !s.watching.take(key, s.WatchersPerClient, s.Watchers) {
+		watchesRefused.Inc()
+		return &wire.RateLimitedError{RetryAfter: time.Second,
+			Reason: "too many watch streams open: close one, or watch a shorter prefix with one stream"}
+	}
+	defer s.watching.give(key)
 	sub, err := s.Events.Subscribe(prefix, after)
 	switch {
 	case errors.Is(err, watch.ErrBadID):

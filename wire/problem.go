@@ -154,9 +154,15 @@ func NewBody(err error) Body {
 // may send again, answered as Retry-After and retry_after_ms.
 type RateLimitedError struct {
 	RetryAfter time.Duration
+	// Reason, if set, says which limit the client is over; empty means
+	// the request rate.
+	Reason string
 }
 
 func (e *RateLimitedError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("%v: %s: retry in %s", fence.ErrRateLimited, e.Reason, e.RetryAfter)
+	}
 	return fmt.Sprintf("%v: retry in %s", fence.ErrRateLimited, e.RetryAfter)
 }
 

@@ -57,6 +57,10 @@ type serveConfig struct {
 	RateLimit         float64       // requests per second per client; 0 no limit
 	RateBurst         int           // burst of RateLimit; 0 twice the rate, at least 1
 	MaxWaiters        int           // acquires queued per resource; 0 no cap
+	ClientWaiters     int           // acquires waiting per client; 0 no cap
+	TotalWaiters      int           // acquires waiting in all; 0 no cap
+	ClientWatchers    int           // watch streams per client; 0 no cap
+	TotalWatchers     int           // watch streams in all; 0 no cap
 	Unfenced          []string      // prefixes of best-effort resources
 	MaxConns          int           // connections open at once; 0 no cap
 }
@@ -157,7 +161,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.TestSyncLog, "test-sync-log", "", "")
 	fs.TextVar(&cfg.LogLevel, "log-level", slog.LevelInfo, "minimum `level` logged: debug, info, warn, error")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", 5*time.Second, "time to read a request's headers")
-	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", 30*time.Second, "time to read a whole request, body included")
+	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", 10*time.Second, "time to read a whole request, body included")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", 30*time.Second, "time to write a response; an acquire adds its wait_ms")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 120*time.Second, "time an idle keep-alive connection stays open")
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", 10*time.Second, "time for requests in flight to finish at shutdown")
@@ -165,6 +169,10 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.Float64Var(&cfg.RateLimit, "rate-limit", 0, "requests per second each client (its principal once authenticated, else its IP address or IPv6 /64) may send; over it, 429 rate_limited with Retry-After. 0: no limit")
 	fs.IntVar(&cfg.RateBurst, "rate-burst", 0, "burst of --rate-limit; 0: twice the rate, at least 1")
 	fs.IntVar(&cfg.MaxWaiters, "max-waiters", 1000, "acquires that may wait on one resource; more get lock_held at once. 0: no cap")
+	fs.IntVar(&cfg.ClientWaiters, "max-client-waiters", 1000, "acquires one client (as --rate-limit counts them) may have waiting at once, over all resources; more are tried once and get lock_held at once if the lock is held. 0: no cap")
+	fs.IntVar(&cfg.TotalWaiters, "max-total-waiters", 10000, "acquires that may wait at once in all; more are tried once. 0: no cap")
+	fs.IntVar(&cfg.ClientWatchers, "max-client-watchers", 64, "watch streams one client may have open at once; more get 429 rate_limited. 0: no cap")
+	fs.IntVar(&cfg.TotalWatchers, "max-total-watchers", 1024, "watch streams open at once in all; more get 429 rate_limited. 0: no cap")
 	fs.Func("unfenced", "resource `prefix` of best-effort data (a cache fill): a PUT or DELETE there without a Fencing-Token is accepted, unfenced, and logged so; with a token it is checked. Repeatable; FENCE_UNFENCED takes a comma-separated list. Never for ledgers, inventory or bookings", func(v string) error {
 		for _, p := range strings.Split(v, ",") {
 			if p = strings.TrimSpace(p); p == "" {
@@ -177,7 +185,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flag.FlagSet {
 		}
 		return nil
 	})
-	fs.IntVar(&cfg.MaxConns, "max-conns", 4096, "connections open at once; past it, the connection idle longest between requests is closed to admit a new one, and new ones wait while none is idle. 0: no cap")
+	fs.IntVar(&cfg.MaxConns, "max-conns", 4096, "connections open at once, shared fairly between sources (IP addresses, IPv6 /64s); past it, a new one takes the slot of the connection idle longest between requests, else of the oldest connection of the source holding the most (if that holds at least two more), else it is refused. 0: no cap")
 	fs.StringVar(&cfg.SigningKey, "signing-key", "", "key `file` (from fence keygen) that signs a sequencer for every grant; its public key is served at GET /v1/keys")
 	fs.StringVar(&cfg.AuthFile, "auth-file", "", "`file` of bearer tokens (hashed) and their grants; reloaded on SIGHUP. Without it there is no auth, and --listen must be loopback unless --insecure-listen")
 	fs.BoolVar(&cfg.ProtectMetrics, "protect-metrics", false, "GET /metrics needs a token with admin:* (needs --auth-file)")
@@ -280,6 +288,8 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	var hup chan os.Signal
 	srvCfg.API = func(api *httpapi.Server) {
 		api.RateLimit, api.RateBurst = cfg.rateLimit()
+		api.WaitersPerClient, api.Waiters = cfg.ClientWaiters, cfg.TotalWaiters
+		api.WatchersPerClient, api.Watchers = cfg.ClientWatchers, cfg.TotalWatchers
 		if tokens == nil {
 			return
 		}

@@ -1,0 +1,49 @@
+package httpapi
+
+import "sync"
+
+// slots counts what clients hold of something bounded (acquires that
+// wait, watch streams), so that no client holds more than perClient of it
+// and all together no more than total. A cap of 0 is no cap.
+type slots struct {
+	mu    sync.Mutex
+	held  map[string]int // by client (clientKey), only those holding some
+	total int
+}
+
+// take gives key one slot and reports true, or false if key holds
+// perClient already or all hold total.
+func (s *slots) take(key string, perClient, total int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if total > 0 && s.total >= total || perClient > 0 && s.held[key] >= perClient {
+		return false
+	}
+	if s.held == nil {
+		s.held = map[string]int{}
+	}
+	s.held[key]++
+	s.total++
+	return true
+}
+
+// give returns a slot that key took.
+func (s *slots) give(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held[key]--; s.held[key] <= 0 {
+		delete(s.held, key)
+	}
+	s.total--
+}
+
+// clientSlotKey is the client a request's slots are counted against: its
+// caller, once authenticated, else its source address (as the rate limit
+// counts them), in one space.
+func clientSlotKey(c *call) string {
+	key, caller := clientKey(c)
+	if caller {
+		return "caller " + key
+	}
+	return "addr " + key
+}
