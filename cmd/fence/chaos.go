@@ -27,6 +27,7 @@ const chaosExamples = `  fence chaos --duration 1m                        # embe
   FENCE_GUARD=postgres://app@db.internal/app fence chaos --duration 5m   # writes through the guard
   fence chaos --unsafe --duration 30s              # storage without fencing: must find violations
   fence chaos --unsafe-journal --faults bitflip,lose-unsynced --duration 20s   # a journal that loses: must find violations
+  fence chaos --faults restore,pause,net --duration 30s   # backups restored and bumped under load
   fence chaos --duration 2m --seed 42 --report run.html   # a report to read offline, or attach to an issue
   fence chaos --cluster etcd --duration 2m         # 3 servers on 3 etcd members, every cluster fault
   fence chaos --cluster postgres --faults leader-pause,engine-kill --duration 1m
@@ -52,6 +53,14 @@ gap of 0.4 to 1.6 times --fault-every (default 1.25s) before each:
          kill -9 the embedded server and lose what its journal wrote past its
          last sync, as a power cut would (the write in flight keeps 0-3 of its
          first sectors), then restart it: nothing acknowledged may be lost
+  restore
+         (not by default) back the embedded server's store up: kill -9, copy
+         the journal, restart, read every key; the next restore puts that
+         backup back and runs fence bump on it, as the backup guide says,
+         with the clients stopped meanwhile. What was acknowledged after the
+         backup is gone by design; the checkers hold the restored state to
+         the backup's reads, and what follows to tokens above every one
+         issued before
 Then it checks the history of every operation: accepted writes never go down
 in token order; no stale token is accepted after a newer one was; tokens
 strictly increase; no acknowledged write is lost; the key-value history is
@@ -63,7 +72,7 @@ no fault bit (no pause outlasted a TTL and no operation was cut short).
 
 Without --addr, an embedded fence serve runs in a temporary directory, even
 if FENCE_ADDR is set: only --addr on the command line points the run at your
-deployment (through a local proxy); kill, bitflip and lose-unsynced are then
+deployment (through a local proxy); kill, bitflip, lose-unsynced and restore are then
 not available. It may be
 https://, and take a bearer token (--auth-token, or FENCE_AUTH_TOKEN) with
 lock, read and write on the resources, and --cacert, --client-cert and
@@ -75,10 +84,11 @@ earlier runs wrote, the keys carry a prefix of the run's own
 (3f2a9c1b/k0 ...), logged at the start.
 --unsafe runs the same workload with the storage on a store that ignores
 fencing tokens: the checker must report violations there. --unsafe-journal is
-the negative control of bitflip and lose-unsynced: the embedded server
-acknowledges before it syncs, and a journal that bitflip damaged is cut at the
+the negative control of bitflip, lose-unsynced and restore: the embedded server
+acknowledges before it syncs, a journal that bitflip damaged is cut at the
 damage and served without a bump, as a journal that took damage for the end
-of its log did; the checker must report violations.
+of its log did, and a restored backup is served without a bump; the checker
+must report violations.
 
 --guard URL (or FENCE_GUARD) tests fence's PostgreSQL guard instead of
 fence's storage: the clients take their leases from fence (embedded, or
@@ -171,14 +181,14 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&keys, "keys", 2, "keys per resource")
 	fs.DurationVar(&cfg.TTL, "ttl", time.Second, "the clients' lease TTL")
 	fs.Uint64Var(&seed, "seed", 0, "seed of the fault schedule and the workload (default: random, printed)")
-	fs.Var(&faults, "faults", "fault `kinds` to inject, comma-separated, empty for none: pause, kill, net, bitflip, lose-unsynced (default all five); with --cluster pause, net, leader-kill, leader-pause, engine-kill, engine-net (default all six)")
+	fs.Var(&faults, "faults", "fault `kinds` to inject, comma-separated, empty for none: pause, kill, net, bitflip, lose-unsynced, restore (default all but restore); with --cluster pause, net, leader-kill, leader-pause, engine-kill, engine-net (default all six)")
 	fs.IntVar(&cfg.TxnPercent, "txn-percent", 20, "percent of client cycles that are two-resource transactions")
 	fs.DurationVar(&cfg.Think, "think", 25*time.Millisecond, "mean pause between a client's cycles; less load makes a shorter history to check")
 	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "storage on a store that does not check fences; with --guard, writes that bypass the guard (the checker must find violations)")
 	fs.StringVar(&cfg.Guard, "guard", "", "the clients write to the PostgreSQL database at this connection `URL` through fence's guard, with their leases' tokens, instead of to fence's storage (prefer FENCE_GUARD: flags show in ps)")
 	fs.StringVar(&cfg.Cluster, "cluster", "", "start a cluster and test it: `engine` etcd (3 members) or postgres (primary and synchronous standby), with 3 fence servers on it")
 	fs.DurationVar(&cfg.ElectionTTL, "election-ttl", 0, "with --cluster: the servers' --election-ttl (default theirs, 2s); leader-pause outlasts it")
-	fs.BoolVar(&cfg.UnsafeJournal, "unsafe-journal", false, "with bitflip or lose-unsynced: the embedded server acknowledges before it syncs, and a damaged journal is cut at the damage without a bump (the checker must find violations)")
+	fs.BoolVar(&cfg.UnsafeJournal, "unsafe-journal", false, "with bitflip, lose-unsynced or restore: the embedded server acknowledges before it syncs, a damaged journal is cut at the damage without a bump, and a restore is not bumped (the checker must find violations)")
 	fs.BoolVar(&cfg.UnsafeEpoch, "unsafe-epoch", false, "with --cluster: the servers skip the writer-epoch check, and two faults in three are leader-pauses (the checker must find violations)")
 	fs.StringVar(&hist, "history", "", "write the history to `FILE` as JSON lines, as the run goes (and the linearizability HTML next to it on failure; with --cluster, the servers' logs fence1.log ... too); without it, they go to a temporary directory, kept only on failure")
 	fs.StringVar(&reportPath, "report", "", "write the run as one self-contained HTML `FILE` (a timeline of grants, writes and faults per resource, the checkers' verdicts, the configuration), to read offline or attach to an issue")
@@ -467,8 +477,8 @@ func printChaos(w io.Writer, s chaosReport, rep *check.Report) {
 	if s.Cluster == "" {
 		fmt.Fprintf(w, "  faults      pause %d (past the TTL: %d, their writes fenced: %d), kill %d, net %d\n",
 			s.Faults["pause"], s.PausesPastTTL, s.FencedByPauses, s.Faults["kill"], s.Faults["net"])
-		fmt.Fprintf(w, "              bitflip %d (refused without naming the file: %d), lose-unsynced %d\n",
-			s.Faults[chaos.FaultBitflip], s.UnnamedRefusals, s.Faults[chaos.FaultLoseUnsynced])
+		fmt.Fprintf(w, "              bitflip %d (refused without naming the file: %d), lose-unsynced %d, restore %d\n",
+			s.Faults[chaos.FaultBitflip], s.UnnamedRefusals, s.Faults[chaos.FaultLoseUnsynced], s.Faults[chaos.FaultRestore])
 	} else {
 		fmt.Fprintf(w, "  faults      pause %d (past the TTL: %d, their writes fenced: %d), net %d\n",
 			s.Faults["pause"], s.PausesPastTTL, s.FencedByPauses, s.Faults["net"])

@@ -273,7 +273,7 @@ func faultSpan(i int, f history.Fault) htmlreport.Span {
 		s.Kind, s.Row = htmlreport.SpanPause, clientName(f.Client)
 	case chaos.FaultLeaderPause:
 		s.Kind = htmlreport.SpanPause
-	case chaos.FaultKill, chaos.FaultBitflip, chaos.FaultLoseUnsynced, chaos.FaultLeaderKill, chaos.FaultEngineKill:
+	case chaos.FaultKill, chaos.FaultBitflip, chaos.FaultLoseUnsynced, chaos.FaultRestore, chaos.FaultLeaderKill, chaos.FaultEngineKill:
 		s.Kind = htmlreport.SpanKill
 	case chaos.FaultNet, chaos.FaultEngineNet:
 		s.Kind = htmlreport.SpanNet

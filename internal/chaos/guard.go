@@ -81,12 +81,10 @@ func setUpGuard(ctx context.Context, cfg Config) (g *guardTarget, err error) {
 
 // finalReads reads every key directly from the database, as client -1.
 func (g *guardTarget) finalReads(r *run) {
-	id := int64(1) // clients' ids start at 1<<32
 	for res := range r.cfg.Resources {
 		for k := range r.cfg.Keys {
 			resource, key := "r"+strconv.Itoa(res), r.keyPrefix+"k"+strconv.Itoa(k)
-			op := history.Op{ID: id, Client: -1, Kind: history.KindRead, Resource: resource, Key: key, Call: r.now()}
-			id++
+			op := history.Op{ID: r.harnessID(), Client: -1, Kind: history.KindRead, Resource: resource, Key: key, Call: r.now()}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			value, rev, err := readRow(ctx, g.pool, g.prefix, resource, key)
 			cancel()

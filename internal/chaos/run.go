@@ -41,6 +41,7 @@ const (
 	// The faults of the embedded server's journal.
 	FaultBitflip      = "bitflip"       // kill -9, flip a byte of a log segment or snapshot, restart: refused (then the flip is undone) or intact
 	FaultLoseUnsynced = "lose-unsynced" // kill -9 and lose what the journal wrote past its last sync, as a power cut would
+	FaultRestore      = "restore"       // back the store up (kill -9, copy, restart); the next time restore that backup and fence bump it
 
 	// The faults of a cluster (Config.Cluster).
 	FaultLeaderKill  = "leader-kill"  // kill -9 the leading fence server; restart it on its port after a while
@@ -92,8 +93,8 @@ type Config struct {
 	// embedded server only): the server acknowledges before it syncs, so
 	// lose-unsynced loses acknowledged changes, and a journal that
 	// bitflip damaged is cut at the damage, without a bump, as a journal
-	// that took damage for the end of its log did. The checkers must find
-	// violations.
+	// that took damage for the end of its log did, and a restore is not
+	// bumped. The checkers must find violations.
 	UnsafeJournal bool
 	Log           *slog.Logger // progress: one line per fault; nil: none
 	// Progress, when not nil, receives a snapshot of the run every
@@ -190,7 +191,7 @@ func (c *Config) Validate() error {
 		case f == FaultPause, f == FaultNet:
 		case f == FaultKill && c.Cluster != "":
 			return errors.New("chaos: the kill fault restarts the embedded server, and --cluster has none; leader-kill is its twin in a cluster")
-		case f == FaultKill, f == FaultBitflip, f == FaultLoseUnsynced:
+		case f == FaultKill, f == FaultBitflip, f == FaultLoseUnsynced, f == FaultRestore:
 			if c.Addr != "" || c.Cluster != "" {
 				return fmt.Errorf("chaos: the %s fault needs the embedded server (it kills and restarts it); drop it with --faults pause,net", f)
 			}
@@ -199,11 +200,11 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("chaos: the %s fault needs a cluster: add --cluster etcd or --cluster postgres", f)
 			}
 		default:
-			return fmt.Errorf("chaos: unknown fault %q (want pause, kill, net, bitflip, lose-unsynced; with --cluster pause, net, leader-kill, leader-pause, engine-kill, engine-net)", f)
+			return fmt.Errorf("chaos: unknown fault %q (want pause, kill, net, bitflip, lose-unsynced, restore; with --cluster pause, net, leader-kill, leader-pause, engine-kill, engine-net)", f)
 		}
 	}
-	if c.UnsafeJournal && (c.Addr != "" || c.Cluster != "" || !slices.Contains(c.Faults, FaultBitflip) && !slices.Contains(c.Faults, FaultLoseUnsynced)) {
-		return errors.New("chaos: --unsafe-journal is the negative control of the embedded server's bitflip and lose-unsynced faults: run it with one of them, without --addr and --cluster")
+	if c.UnsafeJournal && (c.Addr != "" || c.Cluster != "" || !slices.Contains(c.Faults, FaultBitflip) && !slices.Contains(c.Faults, FaultLoseUnsynced) && !slices.Contains(c.Faults, FaultRestore)) {
+		return errors.New("chaos: --unsafe-journal is the negative control of the embedded server's bitflip, lose-unsynced and restore faults: run it with one of them, without --addr and --cluster")
 	}
 	if c.Keys < 1 {
 		c.Keys = 2
@@ -265,7 +266,7 @@ type Result struct {
 	PausesPastTTL  int // pauses that outlasted the client's TTL
 	FencedByPauses int // writes fenced because their client had been paused past its TTL
 	Duration       time.Duration
-	ServerRestarts int // restarts of the embedded server (kill, bitflip, lose-unsynced) or of a killed leader (leader-kill)
+	ServerRestarts int // restarts of the embedded server (kill, bitflip, lose-unsynced, restore) or of a killed leader (leader-kill)
 	// UnnamedRefusals counts the starts a bitflip made the server refuse
 	// without naming the damaged file: an operator could not find it.
 	UnnamedRefusals int
@@ -379,6 +380,8 @@ type run struct {
 	// and its refusals to start that did not name the damaged file.
 	opsAtStart  int
 	badRefusals int
+	backup      string     // the journal's backup that the next restore restores; "" none
+	harnessIDs  int64      // IDs given to the harness's own ops
 	netWindows  [][2]int64 // of net faults, and of a cluster's faults
 }
 
@@ -784,6 +787,8 @@ func (r *run) injectFaults(ctx, abort context.Context) {
 			r.bitflip(ctx)
 		case FaultLoseUnsynced:
 			r.loseUnsynced(ctx)
+		case FaultRestore:
+			r.restore(ctx)
 		case FaultLeaderKill:
 			r.leaderKill(abort)
 		case FaultLeaderPause:
@@ -946,35 +951,7 @@ func (r *run) stopClients() {
 }
 
 // finalReads reads every key directly from the storage, as client -1.
-func (r *run) finalReads() {
-	store, err := client.NewAPI(r.storeURL)
-	if err != nil {
-		return
-	}
-	store.HTTPClient = &http.Client{Timeout: 10 * time.Second}
-	if r.cfg.TLS != nil {
-		store.HTTPClient.Transport = &http.Transport{TLSClientConfig: r.cfg.TLS.Clone()}
-	}
-	store.AuthToken = r.cfg.AuthToken
-	id := int64(1) // clients' ids start at 1<<32
-	for res := range r.cfg.Resources {
-		for k := range r.cfg.Keys {
-			resource, key := "r"+strconv.Itoa(res), r.keyPrefix+"k"+strconv.Itoa(k)
-			op := history.Op{ID: id, Client: -1, Kind: history.KindRead, Resource: resource, Key: key, Call: r.now()}
-			id++
-			item, err := store.Get(context.Background(), resource, key)
-			if errors.Is(err, fence.ErrNotFound) {
-				err = nil
-			}
-			op.Value, op.Rev = string(item.Value), uint64(item.Rev)
-			op.Outcome = outcome(err)
-			if op.Outcome != history.Unknown {
-				op.Return = r.now()
-			}
-			r.record(op)
-		}
-	}
-}
+func (r *run) finalReads() { r.readEveryKey() }
 
 // result sums up the run: what bit, from one pass over the history (the
 // paused clients' first writes after they woke; the operations cut short
@@ -1070,6 +1047,7 @@ func (r *run) cleanup() {
 	}
 	if r.dataDir != "" {
 		os.RemoveAll(r.dataDir)
+		os.RemoveAll(r.dataDir + ".backup")
 	}
 	if r.histFile != nil {
 		r.histFile.Close()

@@ -180,22 +180,59 @@ func (j *judge) monotonicResult() Result {
 // or its key's final revision is higher. Keys without a final read are
 // skipped and counted into the report.
 func (j *judge) checkLostWrites(h *hist) {
-	final := make(map[string]*history.Op) // key -> the harness's last read of it
+	// A restore of a backup cuts the history: what was acknowledged before
+	// it answers to the harness's last reads before it (those of the
+	// backup), and the restore to those reads.
+	var restores []*history.Op
+	seqOf := make(map[*history.Op]int)
+	for i, op := range h.ops {
+		if op.Kind == history.KindRestore && op.Outcome == history.OK && op.Resource == h.resource {
+			restores = append(restores, op)
+			seqOf[op] = h.seqs[i]
+		}
+	}
+	slices.SortFunc(restores, func(a, b *history.Op) int { return cmp.Compare(a.Call, b.Call) })
+	segment := func(t int64) int {
+		n, _ := slices.BinarySearchFunc(restores, t, func(r *history.Op, t int64) int { return cmp.Compare(r.Call, t) })
+		return n
+	}
+	type segKey struct {
+		seg int
+		key string
+	}
+	lastRead := make(map[segKey]*history.Op) // the harness's last read of a key in a segment
 	for _, op := range h.ops {
 		if op.Client != -1 || op.Kind != history.KindRead || op.Outcome != history.OK {
 			continue
 		}
-		if prev := final[op.Key]; prev == nil || op.Call > prev.Call {
-			final[op.Key] = op
+		k := segKey{segment(op.Call), op.Key}
+		if prev := lastRead[k]; prev == nil || op.Call > prev.Call {
+			lastRead[k] = op
 		}
 	}
+	for i, rop := range restores {
+		for _, w := range rop.Writes {
+			b := lastRead[segKey{i, w.Key}]
+			if b == nil || b.Value == w.Value && b.Rev == w.Rev {
+				continue
+			}
+			j.rep.LostAckedWrites++
+			j.lost.add(seqOf[rop], 0, Violation{
+				Checker: LostWrites,
+				Message: fmt.Sprintf("resource %q key %q: the restore (op %d) brought back revision %d, value %q, but the backup's read (op %d) showed revision %d, value %q",
+					h.resource, w.Key, rop.ID, w.Rev, truncate(w.Value), b.ID, b.Rev, truncate(b.Value)),
+				Ops: []int64{rop.ID, b.ID},
+			})
+		}
+	}
+	final := func(w write) *history.Op { return lastRead[segKey{segment(w.op.Call), w.key}] }
 	written := make(map[string]bool)
 	for i, w := range h.acked {
 		written[w.key] = true
 		if overwritten(h.acked, i) {
 			continue // a later write of the same txn overwrote it
 		}
-		f := final[w.key]
+		f := final(w)
 		if f == nil {
 			continue
 		}
@@ -220,7 +257,7 @@ func (j *judge) checkLostWrites(h *hist) {
 		})
 	}
 	for k := range written {
-		if final[k] != nil {
+		if lastRead[segKey{len(restores), k}] != nil {
 			j.rep.FinalReadKeys++
 		} else {
 			j.rep.KeysWithoutFinalRead++

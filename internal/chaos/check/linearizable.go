@@ -61,6 +61,13 @@ func (j *judge) linHistory(h *hist) (ops []porcupine.Operation, dropped int) {
 			if h.resource != "" {
 				items = append(items, item{&linInput{resource: h.resource, kind: linRead, key: op.Key}, linOutput{outcome: history.OK, value: op.Value, rev: op.Rev}, op})
 			}
+		case op.Kind == history.KindRestore && op.Outcome == history.OK && op.Resource == h.resource:
+			in := &linInput{resource: h.resource, kind: linRestore, token: op.Token}
+			for _, w := range op.Writes {
+				in.writes = append(in.writes, kv{w.Key, w.Value})
+				in.revs = append(in.revs, w.Rev)
+			}
+			items = append(items, item{in, linOutput{outcome: history.OK}, op})
 		case op.Kind == history.KindAcquire && op.Outcome == history.OK && !h.fenceOnWrite:
 			items = append(items, item{&linInput{resource: op.Resource, kind: linGrant, token: op.Token}, linOutput{outcome: history.OK}, op})
 		case op.Mutates() && (op.Outcome == history.OK || op.Outcome == history.Fenced || op.Outcome == history.Unknown):

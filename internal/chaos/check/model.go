@@ -26,9 +26,10 @@ import (
 type linKind byte
 
 const (
-	linRead  linKind = iota + 1
-	linWrite         // a write, or the writes of one txn in one resource
-	linGrant         // an acknowledged grant: the fence rises to its token
+	linRead    linKind = iota + 1
+	linWrite           // a write, or the writes of one txn in one resource
+	linGrant           // an acknowledged grant: the fence rises to its token
+	linRestore         // a backup restored: the state becomes the one recorded
 )
 
 // kv is one key written.
@@ -39,8 +40,9 @@ type linInput struct {
 	resource string
 	kind     linKind
 	token    uint64
-	key      string // linRead
-	writes   []kv   // linWrite
+	key      string   // linRead
+	writes   []kv     // linWrite; linRestore: the keys restored, "" at revision 0 absent
+	revs     []uint64 // linRestore: the revision of each of writes
 	txn      bool
 	// strict says that a fenced linWrite must be explained by this
 	// resource's fence. It is false for the other resources of a fenced
@@ -133,6 +135,17 @@ func linStep(s, i, o any) []any {
 		}
 		st.fence = in.token
 		return []any{st}
+	case linRestore:
+		// What the restore brought back is checked against the reads
+		// before it (see checkLostWrites); from here on it is the state.
+		restored := linState{fence: in.token, keys: make(map[string]keyState, len(in.writes))}
+		for i, w := range in.writes {
+			restored.maxRev = max(restored.maxRev, in.revs[i])
+			if w.value != "" || in.revs[i] != 0 {
+				restored.keys[w.key] = keyState{value: w.value, rev: in.revs[i]}
+			}
+		}
+		return []any{restored}
 	case linWrite:
 		switch out.outcome {
 		case history.OK:
@@ -201,6 +214,12 @@ func describeOp(i, o any) string {
 		return fmt.Sprintf("read %s -> %s @%d", short(in.key), short(out.value), out.rev)
 	case linGrant:
 		return fmt.Sprintf("grant token %d", in.token)
+	case linRestore:
+		ws := make([]string, len(in.writes))
+		for j, w := range in.writes {
+			ws[j] = fmt.Sprintf("%s=%s@%d", short(w.key), short(w.value), in.revs[j])
+		}
+		return fmt.Sprintf("restore fence %d {%s}", in.token, strings.Join(ws, ", "))
 	}
 	ws := make([]string, len(in.writes))
 	for j, w := range in.writes {

@@ -10,12 +10,19 @@ const (
 	KindWrite   Kind = "write"   // a fenced write of one key; Token is the token sent
 	KindTxn     Kind = "txn"     // a multi-key, multi-resource transaction; see Op.Writes
 	KindRelease Kind = "release" // a lock release; Token is the token sent
+	// KindRestore is the harness's record (client -1) of one resource's
+	// state after a backup was restored into the store: Token is the
+	// resource's fence, Writes its keys' values with their revisions
+	// (Write.Rev), Call and Return bracket the reads that learnt them,
+	// while no client ran. What was acknowledged after the backup was
+	// taken is gone; tokens go on above every one issued before.
+	KindRestore Kind = "restore"
 )
 
 // Valid reports whether k is one of the Kind constants.
 func (k Kind) Valid() bool {
 	switch k {
-	case KindAcquire, KindRead, KindWrite, KindTxn, KindRelease:
+	case KindAcquire, KindRead, KindWrite, KindTxn, KindRelease, KindRestore:
 		return true
 	}
 	return false
@@ -100,6 +107,8 @@ type Write struct {
 	Key      string `json:"key"`
 	Value    string `json:"value"`
 	Token    uint64 `json:"token"` // the token presented for Resource
+	// Rev is, in a restore, the key's revision ("" with 0: absent).
+	Rev uint64 `json:"rev,omitempty"`
 }
 
 // Fault is a fault the harness injected, as one JSON line with a "fault"

@@ -100,7 +100,7 @@ func (r *Reader) Next() (Entry, error) {
 
 // intern makes op share the strings that repeat from line to line.
 func (r *Reader) intern(op *Op) {
-	op.Kind = Kind(internConst(string(op.Kind), string(KindAcquire), string(KindRead), string(KindWrite), string(KindTxn), string(KindRelease)))
+	op.Kind = Kind(internConst(string(op.Kind), string(KindAcquire), string(KindRead), string(KindWrite), string(KindTxn), string(KindRelease), string(KindRestore)))
 	op.Outcome = Outcome(internConst(string(op.Outcome), string(OK), string(Fenced), string(Rejected), string(Fail), string(Unknown)))
 	op.Resource, op.Key = r.name(op.Resource), r.name(op.Key)
 	for i := range op.Writes {
