@@ -199,3 +199,20 @@ func checkClusterReport(t *testing.T, path string, rep chaosJSON) {
 		t.Error("the report does not say what the run tested, or its verdict")
 	}
 }
+
+// TestChaos_ClusterClockSkew steps the wall clock of one server of an etcd
+// cluster (the leader, two times in three) ahead again and again and strobes
+// it: no lease ends early (lease-exclusive) and fencing holds. Its negative
+// control times leases by that clock: the checkers must find the early
+// grants.
+func TestChaos_ClusterClockSkew(t *testing.T) {
+	args := []string{"--cluster", "etcd", "--faults", "clock-skew,leader-pause", "--duration", "12s", "--seed", "2", "--fault-every", "1s"}
+	rep, code, dir := runClusterChaos(t, args...)
+	if code != 0 || !rep.OK || rep.Violations != 0 || rep.Faults["clock-skew"] == 0 {
+		t.Fatalf("exit %d, report %+v; history and logs in %s", code, rep, dir)
+	}
+	rep, code, dir = runClusterChaos(t, append(args, "--unsafe-clock", "--duration", "8s")...)
+	if code != 7 || rep.Checkers["lease-exclusive"] == 0 {
+		t.Fatalf("unsafe clock: exit %d, report %+v: want early grants found (exit 7); logs in %s", code, rep, dir)
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/internal/logline"
+	"github.com/fence-lock/fence/internal/wallclock"
 	"github.com/fence-lock/fence/watch"
 )
 
@@ -52,6 +53,12 @@ type Service struct {
 	// locked, so that the events of one resource are in the order of its
 	// changes. Restored leases publish nothing. Set it before Open.
 	Events *watch.Hub
+
+	// Clock, if not nil, is the clock that leases and lock-delays are
+	// timed by, instead of time.Now, whose monotonic reading no step of
+	// the wall clock moves. Only the negative control of the clock-skew
+	// fault sets it (to wallclock.Now). Set it before Open.
+	Clock func() time.Time
 
 	ledger fence.Ledger
 
@@ -133,7 +140,7 @@ func (s *Service) Open(ctx context.Context) error {
 		return fmt.Errorf("lock: open: %w", err)
 	}
 	for _, l := range leases {
-		l.Expires = time.Now().Add(l.TTL)
+		l.Expires = s.now().Add(l.TTL)
 		// The ledger keeps no sequencer: sign the restored lease again.
 		if l.Sequencer, err = s.sign(l); err != nil {
 			return fmt.Errorf("lock: open: restore lease %q: %w", l.Resource, err)
@@ -147,7 +154,7 @@ func (s *Service) Open(ctx context.Context) error {
 	for _, d := range delays {
 		e := &entry{}
 		s.resources[d.Resource] = e
-		s.delayLocked(d.Resource, e, time.Now().Add(d.Delay), d.Delay)
+		s.delayLocked(d.Resource, e, s.now().Add(d.Delay), d.Delay)
 	}
 	return nil
 }
@@ -250,7 +257,7 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 	if err := s.lockEntry(e); err != nil {
 		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
 	}
-	now := time.Now()
+	now := s.now()
 	s.expireLocked(resource, e, now)
 	switch {
 	case e.lease == nil && s.delayedLocked(e, now):
@@ -318,7 +325,7 @@ func (s *Service) await(ctx context.Context, resource string, e *entry, w *waite
 		if cause != nil {
 			err = fmt.Errorf("lock: acquire %q: %w", resource, cause)
 		} else {
-			err = s.heldErrorLocked(resource, e, time.Now())
+			err = s.heldErrorLocked(resource, e, s.now())
 		}
 		e.mu.Unlock()
 		return fence.Lease{}, err
@@ -362,7 +369,7 @@ func (s *Service) Renew(ctx context.Context, resource string, token fence.Token,
 		return fence.Lease{}, fmt.Errorf("lock: renew %q: %w", resource, err)
 	}
 	defer e.mu.Unlock()
-	now := time.Now()
+	now := s.now()
 	s.expireLocked(resource, e, now)
 	if err := leaseLostLocked(resource, e, token); err != nil {
 		return fence.Lease{}, err
@@ -388,7 +395,7 @@ func (s *Service) Release(ctx context.Context, resource string, token fence.Toke
 		return fmt.Errorf("lock: release %q: %w", resource, err)
 	}
 	defer e.mu.Unlock()
-	s.expireLocked(resource, e, time.Now())
+	s.expireLocked(resource, e, s.now())
 	if err := leaseLostLocked(resource, e, token); err != nil {
 		return err
 	}
@@ -422,7 +429,7 @@ func (s *Service) Status(ctx context.Context, resource string) (fence.LockStatus
 	if err := s.lockEntry(e); err != nil {
 		return fence.LockStatus{}, fmt.Errorf("lock: status %q: %w", resource, err)
 	}
-	s.expireLocked(resource, e, time.Now())
+	s.expireLocked(resource, e, s.now())
 	st := fence.LockStatus{Resource: resource}
 	if e.lease != nil {
 		st.Held, st.Holder, st.Token, st.Expires = true, e.lease.Holder, e.lease.Token, e.lease.Expires
@@ -443,7 +450,7 @@ func (s *Service) List(ctx context.Context, prefix, after string, limit int) ([]
 	if limit < 1 || limit > fence.MaxListLimit {
 		return nil, false, fmt.Errorf("lock: list: %w: limit %d is outside 1..%d", fence.ErrBadRequest, limit, fence.MaxListLimit)
 	}
-	now := time.Now()
+	now := s.now()
 	var locks []fence.LockStatus
 	s.mu.Lock()
 	for name, e := range s.resources {
@@ -489,7 +496,7 @@ func (s *Service) Revoke(ctx context.Context, resource string) (fence.RevokeResu
 		return fence.RevokeResult{}, fmt.Errorf("lock: revoke %q: %w", resource, err)
 	}
 	defer e.mu.Unlock()
-	if e.lease != nil && !time.Now().Before(e.lease.Expires) {
+	if e.lease != nil && !s.now().Before(e.lease.Expires) {
 		// Expired, not noticed yet. No hand-off here: it would grant the
 		// first waiter a lease that this revoke would then take away. The
 		// revoke ends the recorded lease anyway, and hands off after.
@@ -531,7 +538,7 @@ func (s *Service) Revoke(ctx context.Context, resource string) (fence.RevokeResu
 func (s *Service) grantLocked(ctx context.Context, resource string, e *entry, holder, owner string, ttl time.Duration) (fence.Lease, error) {
 	// The deadline counts from before the ledger write: the holder's own clock
 	// started even earlier, so it never believes in a lease the service has ended.
-	expires := time.Now().Add(ttl)
+	expires := s.now().Add(ttl)
 	// The ledger takes the owner from ctx, which is the service's own (or
 	// another caller's) when a waiter is served: set it to the grantee's.
 	token, err := s.ledger.Grant(fence.WithOwner(ctx, owner), resource, holder, ttl, expires)
@@ -560,12 +567,20 @@ func (s *Service) grantedLocked(e *entry, l fence.Lease, lastFence fence.Token) 
 	return l, nil
 }
 
+// now reads the service's clock.
+func (s *Service) now() time.Time {
+	if s.Clock != nil {
+		return s.Clock()
+	}
+	return time.Now()
+}
+
 // sign returns the sequencer of l, "" if the service has no Signer.
 func (s *Service) sign(l fence.Lease) (string, error) {
 	if s.Signer == nil {
 		return "", nil
 	}
-	return s.Signer.Sign(fence.Sequencer{Resource: l.Resource, Holder: l.Holder, Token: l.Token, Expires: l.Expires})
+	return s.Signer.Sign(fence.Sequencer{Resource: l.Resource, Holder: l.Holder, Token: l.Token, Expires: wallclock.Report(l.Expires)})
 }
 
 func (s *Service) refreshLocked(ctx context.Context, resource string, e *entry, ttl time.Duration, now time.Time, c change) (fence.Lease, error) {
@@ -592,7 +607,7 @@ func (s *Service) setLeaseLocked(e *entry, l fence.Lease) {
 		e.timer.Stop()
 	}
 	// A timer that fired already and waits for e.mu finds the new deadline and does nothing.
-	e.timer = time.AfterFunc(time.Until(l.Expires), func() { s.expire(l.Resource) })
+	e.timer = time.AfterFunc(l.Expires.Sub(s.now()), func() { s.expire(l.Resource) })
 }
 
 func clearLeaseLocked(e *entry) {
@@ -619,7 +634,7 @@ func (s *Service) expire(resource string) {
 		return // closed
 	}
 	defer e.mu.Unlock()
-	s.expireLocked(resource, e, time.Now())
+	s.expireLocked(resource, e, s.now())
 }
 
 // expireLocked ends the lease if it has expired at now, and hands the resource
@@ -650,7 +665,7 @@ func (s *Service) expireLocked(resource string, e *entry, now time.Time) {
 func (s *Service) delayLocked(resource string, e *entry, until time.Time, d time.Duration) {
 	clearDelayLocked(e)
 	e.delayUntil = until
-	e.delayTimer = time.AfterFunc(time.Until(until), func() { s.endDelay(resource) })
+	e.delayTimer = time.AfterFunc(until.Sub(s.now()), func() { s.endDelay(resource) })
 	lockDelaysTotal.Inc()
 	s.Logger.Info("lock delay started", "resource", resource,
 		"lock_delay_ms", d.Milliseconds(), "until", until.UTC().Format(time.RFC3339Nano))
@@ -681,7 +696,7 @@ func (s *Service) endDelay(resource string) {
 		return // closed
 	}
 	defer e.mu.Unlock()
-	if e.delayUntil.IsZero() || time.Now().Before(e.delayUntil) {
+	if e.delayUntil.IsZero() || s.now().Before(e.delayUntil) {
 		return // ended already (a revoke), or a new delay started after this timer fired
 	}
 	clearDelayLocked(e)
@@ -727,7 +742,7 @@ func (s *Service) handOffLocked(resource string, e *entry, ended change) {
 			ended = changeAbandoned
 			continue
 		}
-		if s.delayedLocked(e, time.Now()) {
+		if s.delayedLocked(e, s.now()) {
 			return // the delay's timer hands off when it ends
 		}
 		w := s.firstWaiterLocked(resource, e)
@@ -769,7 +784,7 @@ func (s *Service) passLocked(ctx context.Context, resource string, e *entry, c c
 		return false, nil
 	}
 	// The deadline counts from before the ledger write, as in grantLocked.
-	expires := time.Now().Add(w.ttl)
+	expires := s.now().Add(w.ttl)
 	// ctx is the releaser's or the service's: the new lease is the waiter's.
 	token, lastFence, err := s.ledger.Handoff(fence.WithOwner(ctx, w.owner), resource, old.Token, w.holder, w.ttl, expires)
 	if err != nil {

@@ -51,6 +51,9 @@ type Config struct {
 	LockDelay  time.Duration
 	Signer     *fence.SigningKey
 	MaxWaiters int
+	// LockClock, if not nil, times the leases instead of the monotonic
+	// clock: for the negative control of a test only (see lock.Service.Clock).
+	LockClock func() time.Time
 	// Unfenced are the prefixes of best-effort resources, whose writes may
 	// come without a token (see httpapi.Server.Unfenced).
 	Unfenced []string
@@ -146,6 +149,7 @@ func (s *Server) newTerm(ctx context.Context, ledger fence.Ledger, store fence.S
 	locks.LockDelay = s.cfg.LockDelay
 	locks.Signer = s.cfg.Signer
 	locks.MaxWaiters = s.cfg.MaxWaiters
+	locks.Clock = s.cfg.LockClock
 	if err := locks.Open(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("server: %w", err), closeStore())
 	}

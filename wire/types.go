@@ -6,11 +6,15 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/internal/wallclock"
 )
 
 // Timestamp formats t as the API's times are: RFC 3339 in UTC, with
 // nanoseconds where they are not zero.
-func Timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+//
+// On a server whose wall clock a test skews (package wallclock), t is
+// reported as that clock would read it.
+func Timestamp(t time.Time) string { return wallclock.Report(t).UTC().Format(time.RFC3339Nano) }
 
 // ParseTimestamp parses a time of the API.
 func ParseTimestamp(s string) (time.Time, error) {

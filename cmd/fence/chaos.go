@@ -28,6 +28,8 @@ const chaosExamples = `  fence chaos --duration 1m                        # embe
   fence chaos --unsafe --duration 30s              # storage without fencing: must find violations
   fence chaos --unsafe-journal --faults bitflip,lose-unsynced --duration 20s   # a journal that loses: must find violations
   fence chaos --faults restore,pause,net --duration 30s   # backups restored and bumped under load
+  fence chaos --faults clock-skew,kill --duration 30s      # a server's wall clock stepped and strobed
+  fence chaos --faults clock-skew --unsafe-clock --duration 10s   # leases timed by that clock: must find violations
   fence chaos --duration 2m --seed 42 --report run.html   # a report to read offline, or attach to an issue
   fence chaos --cluster etcd --duration 2m         # 3 servers on 3 etcd members, every cluster fault
   fence chaos --cluster postgres --faults leader-pause,engine-kill --duration 1m
@@ -61,11 +63,19 @@ gap of 0.4 to 1.6 times --fault-every (default 1.25s) before each:
          backup is gone by design; the checkers hold the restored state to
          the backup's reads, and what follows to tokens above every one
          issued before
+  clock-skew
+         step a fence server's wall clock (through a hidden clock seam of
+         fence serve; with --cluster the leader's, two times in three) ahead
+         by 2-4 TTLs, and again every 20 ms for a TTL or two, strobe it
+         between there and as far behind, then set it right: leases are
+         timed by the monotonic clock, so none may end early
 Then it checks the history of every operation: accepted writes never go down
 in token order; no stale token is accepted after a newer one was; tokens
 strictly increase; no acknowledged write is lost; the key-value history is
 linearizable (porcupine's search, made to need memory linear in a resource's
-history). The history goes to a file as the run goes, and is checked one
+history); with the TTL known, no grant returned while another client's
+lease, at least a TTL from its acquire's call, could still run unreleased
+(lease-exclusive). The history goes to a file as the run goes, and is checked one
 resource at a time, so that a long run needs memory for the largest
 resource's history only. A run fails if the checker finds a violation, or if
 no fault bit (no pause outlasted a TTL and no operation was cut short).
@@ -88,7 +98,9 @@ the negative control of bitflip, lose-unsynced and restore: the embedded server
 acknowledges before it syncs, a journal that bitflip damaged is cut at the
 damage and served without a bump, as a journal that took damage for the end
 of its log did, and a restored backup is served without a bump; the checker
-must report violations.
+must report violations. --unsafe-clock is clock-skew's: the servers time
+their leases by the wall clock the fault skews, and the checker must report
+the grants that came too early.
 
 --guard URL (or FENCE_GUARD) tests fence's PostgreSQL guard instead of
 fence's storage: the clients take their leases from fence (embedded, or
@@ -181,13 +193,14 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&keys, "keys", 2, "keys per resource")
 	fs.DurationVar(&cfg.TTL, "ttl", time.Second, "the clients' lease TTL")
 	fs.Uint64Var(&seed, "seed", 0, "seed of the fault schedule and the workload (default: random, printed)")
-	fs.Var(&faults, "faults", "fault `kinds` to inject, comma-separated, empty for none: pause, kill, net, bitflip, lose-unsynced, restore (default all but restore); with --cluster pause, net, leader-kill, leader-pause, engine-kill, engine-net (default all six)")
+	fs.Var(&faults, "faults", "fault `kinds` to inject, comma-separated, empty for none: pause, kill, net, bitflip, lose-unsynced, restore, clock-skew (default all but restore and clock-skew); with --cluster pause, net, clock-skew, leader-kill, leader-pause, engine-kill, engine-net (default all but clock-skew)")
 	fs.IntVar(&cfg.TxnPercent, "txn-percent", 20, "percent of client cycles that are two-resource transactions")
 	fs.DurationVar(&cfg.Think, "think", 25*time.Millisecond, "mean pause between a client's cycles; less load makes a shorter history to check")
 	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "storage on a store that does not check fences; with --guard, writes that bypass the guard (the checker must find violations)")
 	fs.StringVar(&cfg.Guard, "guard", "", "the clients write to the PostgreSQL database at this connection `URL` through fence's guard, with their leases' tokens, instead of to fence's storage (prefer FENCE_GUARD: flags show in ps)")
 	fs.StringVar(&cfg.Cluster, "cluster", "", "start a cluster and test it: `engine` etcd (3 members) or postgres (primary and synchronous standby), with 3 fence servers on it")
 	fs.DurationVar(&cfg.ElectionTTL, "election-ttl", 0, "with --cluster: the servers' --election-ttl (default theirs, 2s); leader-pause outlasts it")
+	fs.BoolVar(&cfg.UnsafeClock, "unsafe-clock", false, "with clock-skew: the servers time their leases by the wall clock that the fault skews, so that its step ahead ends leases early (the checker must find violations)")
 	fs.BoolVar(&cfg.UnsafeJournal, "unsafe-journal", false, "with bitflip, lose-unsynced or restore: the embedded server acknowledges before it syncs, a damaged journal is cut at the damage without a bump, and a restore is not bumped (the checker must find violations)")
 	fs.BoolVar(&cfg.UnsafeEpoch, "unsafe-epoch", false, "with --cluster: the servers skip the writer-epoch check, and two faults in three are leader-pauses (the checker must find violations)")
 	fs.StringVar(&hist, "history", "", "write the history to `FILE` as JSON lines, as the run goes (and the linearizability HTML next to it on failure; with --cluster, the servers' logs fence1.log ... too); without it, they go to a temporary directory, kept only on failure")
@@ -297,6 +310,9 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 			target += ", writer-epoch check OFF"
 		}
 	}
+	if cfg.UnsafeClock {
+		target += ", UNSAFE leases timed by the wall clock"
+	}
 	if cfg.Cluster != "" {
 		fmt.Fprintf(std.err, "fence chaos: using a cluster of %d fence servers on %s, started here\n", chaos.ClusterServers, cfg.Cluster)
 	} else {
@@ -311,7 +327,7 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	}
 	began := time.Now()
 	stopCheck := prog.check(began)
-	rep, err := check.CheckFile(res.History, check.Options{HTMLDir: filepath.Dir(res.History), FenceOnWrite: cfg.Guard != "", Progress: prog.checked})
+	rep, err := check.CheckFile(res.History, check.Options{HTMLDir: filepath.Dir(res.History), FenceOnWrite: cfg.Guard != "", Progress: prog.checked, TTL: cfg.TTL})
 	stopCheck()
 	if err != nil {
 		return err
@@ -416,6 +432,7 @@ type chaosReport struct {
 	Takeovers       int                   `json:"takeovers"`
 	UnnamedRefusals int                   `json:"unnamed_refusals"`
 	UnsafeJournal   bool                  `json:"unsafe_journal,omitempty"`
+	UnsafeClock     bool                  `json:"unsafe_clock,omitempty"`
 	Cluster         string                `json:"cluster,omitempty"`
 	Guard           bool                  `json:"guard,omitempty"`
 	UnsafeEpoch     bool                  `json:"unsafe_epoch,omitempty"`
@@ -435,7 +452,7 @@ func chaosSummary(cfg chaos.Config, res *chaos.Result, rep *check.Report, hist s
 		Unsafe: cfg.Unsafe, Seed: cfg.Seed, DurationS: res.Duration.Seconds(), Ops: res.Ops, Guard: cfg.Guard != "",
 		OpsByOutcome: rep.Counts, Faults: map[string]int{}, PausesPastTTL: res.PausesPastTTL,
 		FencedByPauses: res.FencedByPauses, ServerRestarts: res.ServerRestarts, Takeovers: res.Takeovers,
-		UnnamedRefusals: res.UnnamedRefusals, UnsafeJournal: cfg.UnsafeJournal,
+		UnnamedRefusals: res.UnnamedRefusals, UnsafeJournal: cfg.UnsafeJournal, UnsafeClock: cfg.UnsafeClock,
 		Cluster: cfg.Cluster, UnsafeEpoch: cfg.UnsafeEpoch, Accepted: rep.Accepted,
 		Fenced: rep.Fenced, Violations: rep.Violations(), LostAckedWrites: rep.LostAckedWrites,
 		Checkers: map[string]int{}, Linearizability: rep.Linearizability, FaultsBit: res.FaultsBit(), History: hist,
@@ -464,6 +481,9 @@ func printChaos(w io.Writer, s chaosReport, rep *check.Report) {
 	if s.Cluster != "" {
 		target = ", cluster " + s.Cluster + map[bool]string{true: ", writer-epoch check OFF"}[s.UnsafeEpoch]
 	}
+	if s.UnsafeClock {
+		target += ", UNSAFE leases timed by the wall clock"
+	}
 	fmt.Fprintf(w, "fence chaos report (seed %d, %.1fs%s)\n", s.Seed, s.DurationS, target)
 	fmt.Fprintf(w, "  operations  %d\n", s.Ops)
 	keys := make([]string, 0, len(s.OpsByOutcome))
@@ -477,11 +497,11 @@ func printChaos(w io.Writer, s chaosReport, rep *check.Report) {
 	if s.Cluster == "" {
 		fmt.Fprintf(w, "  faults      pause %d (past the TTL: %d, their writes fenced: %d), kill %d, net %d\n",
 			s.Faults["pause"], s.PausesPastTTL, s.FencedByPauses, s.Faults["kill"], s.Faults["net"])
-		fmt.Fprintf(w, "              bitflip %d (refused without naming the file: %d), lose-unsynced %d, restore %d\n",
-			s.Faults[chaos.FaultBitflip], s.UnnamedRefusals, s.Faults[chaos.FaultLoseUnsynced], s.Faults[chaos.FaultRestore])
+		fmt.Fprintf(w, "              bitflip %d (refused without naming the file: %d), lose-unsynced %d, restore %d, clock-skew %d\n",
+			s.Faults[chaos.FaultBitflip], s.UnnamedRefusals, s.Faults[chaos.FaultLoseUnsynced], s.Faults[chaos.FaultRestore], s.Faults[chaos.FaultClockSkew])
 	} else {
-		fmt.Fprintf(w, "  faults      pause %d (past the TTL: %d, their writes fenced: %d), net %d\n",
-			s.Faults["pause"], s.PausesPastTTL, s.FencedByPauses, s.Faults["net"])
+		fmt.Fprintf(w, "  faults      pause %d (past the TTL: %d, their writes fenced: %d), net %d, clock-skew %d\n",
+			s.Faults["pause"], s.PausesPastTTL, s.FencedByPauses, s.Faults["net"], s.Faults[chaos.FaultClockSkew])
 		fmt.Fprintf(w, "              leader-kill %d (restarted: %d), leader-pause %d (taken over meanwhile: %d), engine-kill %d, engine-net %d\n",
 			s.Faults[chaos.FaultLeaderKill], s.ServerRestarts, s.Faults[chaos.FaultLeaderPause], s.Takeovers,
 			s.Faults[chaos.FaultEngineKill], s.Faults[chaos.FaultEngineNet])

@@ -244,3 +244,25 @@ func TestChaos_Restore(t *testing.T) {
 		}
 	})
 }
+
+// TestChaos_ClockSkew steps the embedded server's wall clock ahead, again
+// and again, and strobes it: leases are timed by the monotonic clock, so
+// none ends early (lease-exclusive) and fencing holds. The negative control
+// times them by that wall clock: the checkers must find the grants that
+// came while another client's lease still ran. e2e's
+// TestChaos_ClusterClockSkew does the same on an etcd cluster.
+func TestChaos_ClockSkew(t *testing.T) {
+	args := []string{"--faults", "clock-skew,pause", "--duration", "10s", "--seed", "4", "--fault-every", "1s"}
+	t.Run("monotonic", func(t *testing.T) {
+		rep, code, _ := runChaos(t, args...)
+		if code != 0 || !rep.OK || rep.Violations != 0 || rep.Faults["clock-skew"] == 0 {
+			t.Fatalf("exit %d, report %+v", code, rep)
+		}
+	})
+	t.Run("unsafe", func(t *testing.T) {
+		rep, code, _ := runChaos(t, append(args, "--unsafe-clock", "--duration", "8s")...)
+		if code != 7 || rep.Checkers["lease-exclusive"] == 0 {
+			t.Fatalf("exit %d, report %+v: want early grants found (exit 7)", code, rep)
+		}
+	})
+}

@@ -275,7 +275,7 @@ func faultSpan(i int, f history.Fault) htmlreport.Span {
 		s.Kind = htmlreport.SpanPause
 	case chaos.FaultKill, chaos.FaultBitflip, chaos.FaultLoseUnsynced, chaos.FaultRestore, chaos.FaultLeaderKill, chaos.FaultEngineKill:
 		s.Kind = htmlreport.SpanKill
-	case chaos.FaultNet, chaos.FaultEngineNet:
+	case chaos.FaultNet, chaos.FaultEngineNet, chaos.FaultClockSkew:
 		s.Kind = htmlreport.SpanNet
 	}
 	return s

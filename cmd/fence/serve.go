@@ -23,6 +23,7 @@ import (
 	"github.com/fence-lock/fence/auth"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/internal/gcfloor"
+	"github.com/fence-lock/fence/internal/wallclock"
 	"github.com/fence-lock/fence/journal"
 	"github.com/fence-lock/fence/lock"
 	"github.com/fence-lock/fence/server"
@@ -40,6 +41,8 @@ type serveConfig struct {
 	UnsafeNoEpoch     bool          // test only: commits skip the writer-epoch check
 	UnsafeNoSync      bool          // test only: the journal acknowledges before it syncs
 	TestSyncLog       string        // test only: a file told how far the journal's log is durable
+	TestClockFile     string        // test only: a file holding the wall clock's offset (package wallclock)
+	UnsafeWallLeases  bool          // test only: leases are timed by the skewed wall clock
 	LogLevel          slog.Level    // minimum level logged
 	ReadHeaderTimeout time.Duration // to read a request's headers
 	ReadTimeout       time.Duration // to read a whole request
@@ -159,6 +162,8 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.UnsafeNoEpoch, "unsafe-skip-epoch-check", false, "")
 	fs.BoolVar(&cfg.UnsafeNoSync, "unsafe-ack-before-sync", false, "")
 	fs.StringVar(&cfg.TestSyncLog, "test-sync-log", "", "")
+	fs.StringVar(&cfg.TestClockFile, "test-clock-file", "", "")
+	fs.BoolVar(&cfg.UnsafeWallLeases, "unsafe-wall-clock-leases", false, "")
 	fs.TextVar(&cfg.LogLevel, "log-level", slog.LevelInfo, "minimum `level` logged: debug, info, warn, error")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", 5*time.Second, "time to read a request's headers")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", 10*time.Second, "time to read a whole request, body included")
@@ -282,6 +287,12 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		MaxWaiters:           cfg.MaxWaiters,
 		Unfenced:             cfg.Unfenced,
 	}
+	if cfg.TestClockFile != "" {
+		wallclock.Watch(ctx, cfg.TestClockFile)
+	}
+	if cfg.UnsafeWallLeases {
+		srvCfg.LockClock = wallclock.Now
+	}
 	if srvCfg.Journal, err = cfg.journalOptions(); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -399,6 +410,10 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	srv.RegisterOnShutdown(fenceSrv.Drain)
 
 	storeAttrs := []any{"data", cfg.Data}
+	if cfg.UnsafeWallLeases {
+		level = slog.LevelWarn
+		storeAttrs = append(storeAttrs, "unsafe_leases", "leases are timed by the wall clock: a step of it ends them early (for tests only)")
+	}
 	if cfg.UnsafeNoSync {
 		level = slog.LevelWarn
 		storeAttrs = append(storeAttrs, "unsafe", "the journal acknowledges changes before they are synced: a power cut loses them (for tests only)")

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,10 +87,11 @@ func startCluster(ctx context.Context, cfg Config) (c *cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
-	c = &cluster{kind: cfg.Cluster, dir: dir, electionTTL: cfg.electionTTL(), log: cfg.Log}
+	cl := &cluster{kind: cfg.Cluster, dir: dir, electionTTL: cfg.electionTTL(), log: cfg.Log}
+	c = cl
 	defer func() {
 		if err != nil {
-			c.close()
+			cl.close() // c is nil already when an error is returned
 			c = nil
 		}
 	}()
@@ -138,8 +140,9 @@ func startCluster(ctx context.Context, cfg Config) (c *cluster, err error) {
 	// holds none of the clients'.
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}}
 	for i := range ClusterServers {
-		s := &fenceServer{name: "fence" + strconv.Itoa(i+1), binary: cfg.Binary, args: args, log: cfg.Log, hc: hc}
+		s := &fenceServer{name: "fence" + strconv.Itoa(i+1), binary: cfg.Binary, log: cfg.Log, hc: hc}
 		s.dir = filepath.Join(dir, s.name)
+		s.args = append(slices.Clone(args), cfg.clockArgs(s.dir)...)
 		s.logPath = filepath.Join(logDir, s.name+".log")
 		if err := os.Mkdir(s.dir, 0o700); err != nil {
 			return nil, fmt.Errorf("chaos: %w", err)

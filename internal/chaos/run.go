@@ -43,6 +43,10 @@ const (
 	FaultLoseUnsynced = "lose-unsynced" // kill -9 and lose what the journal wrote past its last sync, as a power cut would
 	FaultRestore      = "restore"       // back the store up (kill -9, copy, restart); the next time restore that backup and fence bump it
 
+	// FaultClockSkew steps one fence server's wall clock ahead, strobes it
+	// and sets it right, through fence serve --test-clock-file.
+	FaultClockSkew = "clock-skew"
+
 	// The faults of a cluster (Config.Cluster).
 	FaultLeaderKill  = "leader-kill"  // kill -9 the leading fence server; restart it on its port after a while
 	FaultLeaderPause = "leader-pause" // SIGSTOP the leading fence server past the election TTL, then SIGCONT
@@ -96,7 +100,11 @@ type Config struct {
 	// that took damage for the end of its log did, and a restore is not
 	// bumped. The checkers must find violations.
 	UnsafeJournal bool
-	Log           *slog.Logger // progress: one line per fault; nil: none
+	// UnsafeClock is the negative control of clock-skew: the servers time
+	// their leases by the wall clock that the fault skews, so that its step
+	// ahead ends leases early. The checkers must find violations.
+	UnsafeClock bool
+	Log         *slog.Logger // progress: one line per fault; nil: none
 	// Progress, when not nil, receives a snapshot of the run every
 	// ProgressEvery, on a goroutine of Run's, from the start of the
 	// workload until the history is complete (after the final reads);
@@ -188,7 +196,7 @@ func (c *Config) Validate() error {
 	}
 	for _, f := range c.Faults {
 		switch {
-		case f == FaultPause, f == FaultNet:
+		case f == FaultPause, f == FaultNet, f == FaultClockSkew:
 		case f == FaultKill && c.Cluster != "":
 			return errors.New("chaos: the kill fault restarts the embedded server, and --cluster has none; leader-kill is its twin in a cluster")
 		case f == FaultKill, f == FaultBitflip, f == FaultLoseUnsynced, f == FaultRestore:
@@ -200,11 +208,17 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("chaos: the %s fault needs a cluster: add --cluster etcd or --cluster postgres", f)
 			}
 		default:
-			return fmt.Errorf("chaos: unknown fault %q (want pause, kill, net, bitflip, lose-unsynced, restore; with --cluster pause, net, leader-kill, leader-pause, engine-kill, engine-net)", f)
+			return fmt.Errorf("chaos: unknown fault %q (want pause, kill, net, bitflip, lose-unsynced, restore, clock-skew; with --cluster pause, net, clock-skew, leader-kill, leader-pause, engine-kill, engine-net)", f)
 		}
 	}
 	if c.UnsafeJournal && (c.Addr != "" || c.Cluster != "" || !slices.Contains(c.Faults, FaultBitflip) && !slices.Contains(c.Faults, FaultLoseUnsynced) && !slices.Contains(c.Faults, FaultRestore)) {
 		return errors.New("chaos: --unsafe-journal is the negative control of the embedded server's bitflip, lose-unsynced and restore faults: run it with one of them, without --addr and --cluster")
+	}
+	switch {
+	case slices.Contains(c.Faults, FaultClockSkew) && c.Addr != "":
+		return errors.New("chaos: the clock-skew fault skews the clock of a server the run starts: drop --addr, or drop clock-skew")
+	case c.UnsafeClock && !slices.Contains(c.Faults, FaultClockSkew):
+		return errors.New("chaos: --unsafe-clock is the negative control of the clock-skew fault: run it with --faults clock-skew")
 	}
 	if c.Keys < 1 {
 		c.Keys = 2
@@ -531,7 +545,7 @@ func (r *run) setUp(ctx context.Context) error {
 			return err
 		}
 		r.dataDir = dir
-		if r.server, err = startServer(r.cfg.Binary, dir, r.cfg.journalArgs(dir)...); err != nil {
+		if r.server, err = startServer(r.cfg.Binary, dir, append(r.cfg.journalArgs(dir), r.cfg.clockArgs(dir)...)...); err != nil {
 			return err
 		}
 		r.target = r.server.addr
@@ -766,6 +780,9 @@ func (r *run) injectFaults(ctx, abort context.Context) {
 		// leader-pause in two. So two faults in three are leader-pauses.
 		favour = FaultLeaderPause
 	}
+	if r.cfg.UnsafeClock {
+		favour = FaultClockSkew // its negative control
+	}
 	sched := newSchedule(r.cfg.Faults, favour)
 	for {
 		if len(sched.kinds) == 0 {
@@ -789,6 +806,8 @@ func (r *run) injectFaults(ctx, abort context.Context) {
 			r.loseUnsynced(ctx)
 		case FaultRestore:
 			r.restore(ctx)
+		case FaultClockSkew:
+			r.clockSkew(ctx)
 		case FaultLeaderKill:
 			r.leaderKill(abort)
 		case FaultLeaderPause:

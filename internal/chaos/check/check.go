@@ -11,6 +11,7 @@ const (
 	TokenMonotonic = "token-monotonic"
 	LostWrites     = "lost-writes"
 	Linearizable   = "linearizable"
+	LeaseExclusive = "lease-exclusive"
 )
 
 // Defaults for Options.
@@ -51,6 +52,10 @@ type Options struct {
 	// the goroutine that called Check or CheckFile, and holds it up: it
 	// should return at once.
 	Progress func(Progress)
+	// TTL is the TTL of every lease the clients took. With it,
+	// lease-exclusive checks that no grant came while another client's
+	// lease could still run; zero checks nothing there.
+	TTL time.Duration
 }
 
 // Progress is where a check is, for Options.Progress.
@@ -136,7 +141,7 @@ type Report struct {
 	FinalReadKeys        int             `json:"final_read_keys"`
 	KeysWithoutFinalRead int             `json:"keys_without_final_read"`
 	Linearizability      Linearizability `json:"linearizability"`
-	// Checkers are the five checkers' results, in the order of the package doc.
+	// Checkers are the six checkers' results, in the order of the package doc.
 	Checkers []Result `json:"checkers"`
 }
 

@@ -472,7 +472,7 @@ func TestReport_JSON(t *testing.T) {
 	if err := json.Unmarshal(out, &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.OK || back.Counts["read/ok"] != 4 || len(back.Checkers) != 5 || back.Checkers[4].Name != check.Linearizable ||
+	if back.OK || back.Counts["read/ok"] != 4 || len(back.Checkers) != 6 || back.Checkers[4].Name != check.Linearizable ||
 		back.Checkers[4].Count != 1 || back.Checkers[4].Violations[0].Ops[0] != 10 ||
 		back.Linearizability.Result != "illegal" || back.Linearizability.Partitions[0].Ops != 9 {
 		t.Fatalf("JSON: %s", out)

@@ -2,7 +2,7 @@
 // whether fence kept its promises while clients paused, the server was killed
 // and the network misbehaved, and names the operations that show it did not.
 //
-// Check runs five checkers over one history:
+// Check runs six checkers over one history:
 //
 //   - token-order: per resource, acknowledged writes in revision order never
 //     go down in token (a stale holder was never accepted after a newer one);
@@ -18,7 +18,11 @@
 //     resource, are linearizable with respect to a model of fenced storage,
 //     where an ambiguous write may or may not have applied. The search is
 //     porcupine's, made to take memory linear in a resource's history
-//     (search.go); porcupine itself draws the visualisation of a failure.
+//     (search.go); porcupine itself draws the visualisation of a failure;
+//   - lease-exclusive (with Options.TTL): no grant returned while another
+//     client's lease, at least a TTL from its acquire's call, could still
+//     run unreleased: no lease ended early for its holder, whatever a
+//     server's clock did.
 //
 // Every checker judges each resource on its own, a txn in each resource it
 // writes, so the history is judged one resource at a time: Check takes one
@@ -36,8 +40,9 @@
 // only accepted writes raise.
 //
 // It is not a harness: it neither runs clients nor injects faults, and it
-// trusts the timestamps it is given (one clock for all processes). It checks
-// neither the atomicity of a transaction across resources nor lease
-// exclusivity, which TTL leases cannot promise: fencing is what keeps the data
-// safe, and that is what it checks.
+// trusts the timestamps it is given (one clock for all processes). It does
+// not check the atomicity of a transaction across resources. Lease
+// exclusivity is checked from the server's side only: a client paused past
+// its TTL still believes it holds the lock, which no TTL lease can prevent,
+// and fencing is what keeps the data safe then.
 package check

@@ -290,7 +290,7 @@ type judge struct {
 	judged     int            // resources judged so far
 	searchTime time.Duration
 
-	tokenOrder, stale, monotonic, lost, lin tally
+	tokenOrder, stale, monotonic, lost, lin, leases tally
 	// The counts behind the notes.
 	toResources, toNoRev    int
 	tmResources             int
@@ -317,7 +317,7 @@ func newJudge(opts Options, faults []history.Fault) *judge {
 		unresolved: make(map[string]int),
 		staleOps:   make(map[int64]bool),
 	}
-	for _, t := range []*tally{&j.tokenOrder, &j.stale, &j.monotonic, &j.lost, &j.lin} {
+	for _, t := range []*tally{&j.tokenOrder, &j.stale, &j.monotonic, &j.lost, &j.lin, &j.leases} {
 		t.max = opts.MaxViolations
 	}
 	return j
@@ -419,7 +419,7 @@ func (j *judge) route(op *history.Op, seq int, parts map[string]*partition) {
 	}
 }
 
-// judge runs the five checkers on one partition.
+// judge runs the six checkers on one partition.
 func (j *judge) judge(p *partition) {
 	j.progress(Progress{Resource: p.resource, Done: j.judged, Total: len(j.sizes), Ops: len(p.ops)})
 	j.judged++
@@ -430,6 +430,7 @@ func (j *judge) judge(p *partition) {
 	j.checkTokenMonotonic(h)
 	j.checkLostWrites(h)
 	j.checkLinearizable(h)
+	j.checkLeaseExclusive(h)
 }
 
 // next returns a key that puts a violation after those found before it.
@@ -450,6 +451,7 @@ func (j *judge) report() Report {
 		j.monotonicResult(),
 		j.lostResult(),
 		j.linResult(&rep),
+		j.leaseResult(),
 	}
 	rep.OK = rep.Violations() == 0
 	return rep
