@@ -200,19 +200,27 @@ func checkClusterReport(t *testing.T, path string, rep chaosJSON) {
 	}
 }
 
-// TestChaos_ClusterClockSkew steps the wall clock of one server of an etcd
-// cluster (the leader, two times in three) ahead again and again and strobes
-// it: no lease ends early (lease-exclusive) and fencing holds. Its negative
-// control times leases by that clock: the checkers must find the early
-// grants.
-func TestChaos_ClusterClockSkew(t *testing.T) {
-	args := []string{"--cluster", "etcd", "--faults", "clock-skew,leader-pause", "--duration", "12s", "--seed", "2", "--fault-every", "1s"}
-	rep, code, dir := runClusterChaos(t, args...)
-	if code != 0 || !rep.OK || rep.Violations != 0 || rep.Faults["clock-skew"] == 0 {
+// TestChaos_ClusterSkewAndPartitions runs an etcd cluster under the faults
+// that are not in the cluster's default set: one server's wall clock (the
+// leader's, two times in three) stepped ahead again and again and strobed,
+// and partial partitions between the servers and the etcd members (one
+// server cut from a majority, a ring, one member cut from every server, the
+// leader's paths held back): no lease ends early (lease-exclusive) and
+// fencing holds. Their negative controls must be caught: leases timed by
+// the skewed wall clock (--unsafe-clock) grant early, and without the
+// writer-epoch check (--unsafe-epoch) the held-back leader's late commits go
+// through.
+func TestChaos_ClusterSkewAndPartitions(t *testing.T) {
+	rep, code, dir := runClusterChaos(t, "--cluster", "etcd", "--faults", "clock-skew,partition,leader-pause", "--duration", "16s", "--seed", "2", "--fault-every", "1s")
+	if code != 0 || !rep.OK || rep.Violations != 0 || rep.Faults["clock-skew"] == 0 || rep.Faults["partition"] == 0 {
 		t.Fatalf("exit %d, report %+v; history and logs in %s", code, rep, dir)
 	}
-	rep, code, dir = runClusterChaos(t, append(args, "--unsafe-clock", "--duration", "8s")...)
+	rep, code, dir = runClusterChaos(t, "--cluster", "etcd", "--faults", "clock-skew", "--unsafe-clock", "--duration", "8s", "--seed", "2", "--fault-every", "1s")
 	if code != 7 || rep.Checkers["lease-exclusive"] == 0 {
 		t.Fatalf("unsafe clock: exit %d, report %+v: want early grants found (exit 7); logs in %s", code, rep, dir)
+	}
+	rep, code, dir = runClusterChaos(t, "--cluster", "etcd", "--faults", "partition", "--unsafe-epoch", "--duration", "10s", "--seed", "3", "--fault-every", "1s")
+	if code != 7 || rep.Violations == 0 || rep.Faults["partition"] == 0 {
+		t.Fatalf("unsafe epoch: exit %d, report %+v: want the late commits' violations found (exit 7); logs in %s", code, rep, dir)
 	}
 }

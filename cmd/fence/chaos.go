@@ -132,11 +132,20 @@ faults (default: all of pause, net and these; kill is refused):
                 postgres: kill -9 the primary and promote the synchronous
                 standby, once per run (no synchronous standby is left)
   engine-net    net's faults between the servers and one or every engine
-                node, through a proxy in front of each, for up to twice
-                the election TTL
+                node, through a proxy on each path, for up to twice the
+                election TTL
+  partition     (not by default) partial partitions of those paths, for half
+                an election TTL to three, the engine's nodes still talking
+                to each other: one server (the leader, two times in three)
+                cut from a majority of the nodes; a ring (etcd), where each
+                server reaches a majority, no two the same; one node cut
+                from every server; or the leader's paths held back and
+                delivered late, so that its commits arrive after another
+                server took over
 --election-ttl is passed to the servers (default theirs, 2s; etcd counts
 whole seconds, at least 2). --unsafe-epoch starts them with the writer-epoch
-check off, and favours leader-pause (two faults in three): a deposed leader's
+check off, and favours leader-pause (two faults in three; without it, partition,
+always with held-back paths): a deposed leader's
 commits then go through, and the checker must report violations (a 30 s run
 found them every time we tried).
 
@@ -193,7 +202,7 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&keys, "keys", 2, "keys per resource")
 	fs.DurationVar(&cfg.TTL, "ttl", time.Second, "the clients' lease TTL")
 	fs.Uint64Var(&seed, "seed", 0, "seed of the fault schedule and the workload (default: random, printed)")
-	fs.Var(&faults, "faults", "fault `kinds` to inject, comma-separated, empty for none: pause, kill, net, bitflip, lose-unsynced, restore, clock-skew (default all but restore and clock-skew); with --cluster pause, net, clock-skew, leader-kill, leader-pause, engine-kill, engine-net (default all but clock-skew)")
+	fs.Var(&faults, "faults", "fault `kinds` to inject, comma-separated, empty for none: pause, kill, net, bitflip, lose-unsynced, restore, clock-skew (default all but restore and clock-skew); with --cluster pause, net, clock-skew, leader-kill, leader-pause, engine-kill, engine-net, partition (default all but clock-skew and partition)")
 	fs.IntVar(&cfg.TxnPercent, "txn-percent", 20, "percent of client cycles that are two-resource transactions")
 	fs.DurationVar(&cfg.Think, "think", 25*time.Millisecond, "mean pause between a client's cycles; less load makes a shorter history to check")
 	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "storage on a store that does not check fences; with --guard, writes that bypass the guard (the checker must find violations)")

@@ -55,15 +55,16 @@ func DefaultFaults(cluster string) []string {
 // isClusterFault reports whether kind needs a cluster.
 func isClusterFault(kind string) bool {
 	switch kind {
-	case FaultLeaderKill, FaultLeaderPause, FaultEngineKill, FaultEngineNet:
+	case FaultLeaderKill, FaultLeaderPause, FaultEngineKill, FaultEngineNet, FaultPartition:
 		return true
 	}
 	return false
 }
 
-// cluster is the system under test of a cluster run: a replicated engine, a
-// chaos proxy in front of each of its nodes (engine-net acts on them), and
-// ClusterServers fence servers that reach the engine through the proxies.
+// cluster is the system under test of a cluster run: a replicated engine,
+// ClusterServers fence servers, and a chaos proxy between each server and
+// each node of the engine (engine-net acts on a node's, partition on some
+// servers' to some nodes).
 // Only the run's goroutine uses it, but for the servers' log readers.
 type cluster struct {
 	kind        string
@@ -74,8 +75,8 @@ type cluster struct {
 	etcd *testserver.Etcd
 	pg   *testserver.Postgres
 
-	nodes   []string       // the engine's nodes: etcd1.. or primary, standby1
-	proxies []*proxy.Proxy // engine proxies, one per node, in the order of nodes
+	nodes   []string         // the engine's nodes: etcd1.. or primary, standby1
+	proxies [][]*proxy.Proxy // engine proxies: [node][server], nodes in the order of nodes
 	servers []*fenceServer
 }
 
@@ -114,16 +115,20 @@ func startCluster(ctx context.Context, cfg Config) (c *cluster, err error) {
 			addrs = append(addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(n.Port)))
 		}
 	}
-	var proxied []string
+	proxied := make([][]string, ClusterServers) // each server's addresses of the nodes
 	for _, a := range addrs {
-		p, err := proxy.New("127.0.0.1:0", a)
-		if err != nil {
-			return nil, fmt.Errorf("chaos: engine proxy: %w", err)
+		var ps []*proxy.Proxy
+		for i := range ClusterServers {
+			p, err := proxy.New("127.0.0.1:0", a)
+			if err != nil {
+				return nil, fmt.Errorf("chaos: engine proxy: %w", err)
+			}
+			ps = append(ps, p)
+			proxied[i] = append(proxied[i], p.Addr())
 		}
-		c.proxies = append(c.proxies, p)
-		proxied = append(proxied, p.Addr())
+		c.proxies = append(c.proxies, ps)
 	}
-	args := []string{"--store", storeURL(cfg.Cluster, proxied)}
+	var args []string
 	if cfg.ElectionTTL > 0 {
 		args = append(args, "--election-ttl", cfg.ElectionTTL.String())
 	}
@@ -142,7 +147,7 @@ func startCluster(ctx context.Context, cfg Config) (c *cluster, err error) {
 	for i := range ClusterServers {
 		s := &fenceServer{name: "fence" + strconv.Itoa(i+1), binary: cfg.Binary, log: cfg.Log, hc: hc}
 		s.dir = filepath.Join(dir, s.name)
-		s.args = append(slices.Clone(args), cfg.clockArgs(s.dir)...)
+		s.args = append([]string{"--store", storeURL(cfg.Cluster, proxied[i])}, append(slices.Clone(args), cfg.clockArgs(s.dir)...)...)
 		s.logPath = filepath.Join(logDir, s.name+".log")
 		if err := os.Mkdir(s.dir, 0o700); err != nil {
 			return nil, fmt.Errorf("chaos: %w", err)
@@ -275,8 +280,10 @@ func (c *cluster) close() {
 		wg.Go(s.stop)
 	}
 	wg.Wait()
-	for _, p := range c.proxies {
-		p.Close()
+	for _, ps := range c.proxies {
+		for _, p := range ps {
+			p.Close()
+		}
 	}
 	if c.etcd != nil {
 		c.etcd.Close()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"syscall"
 	"time"
 
@@ -299,10 +300,10 @@ func (r *run) engineKill(ctx context.Context, sched *schedule) {
 // (up to twice the election TTL: a leader cut off that long loses its
 // leadership).
 func (r *run) engineNet(ctx context.Context) {
-	targets, where := r.cl.proxies, "every "+r.cl.kind+" node"
+	targets, where := slices.Concat(r.cl.proxies...), "every "+r.cl.kind+" node"
 	if r.rng.IntN(2) == 0 {
 		n := r.rng.IntN(len(r.cl.proxies))
-		targets, where = r.cl.proxies[n:n+1], r.cl.nodes[n]
+		targets, where = r.cl.proxies[n], r.cl.nodes[n]
 	}
 	each := func(f func(*proxy.Proxy)) {
 		for _, p := range targets {

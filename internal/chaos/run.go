@@ -52,6 +52,7 @@ const (
 	FaultLeaderPause = "leader-pause" // SIGSTOP the leading fence server past the election TTL, then SIGCONT
 	FaultEngineKill  = "engine-kill"  // kill -9 etcd's Raft leader and restart it; postgres: kill the primary, promote the standby (once)
 	FaultEngineNet   = "engine-net"   // net's faults between the fence servers and the engine's nodes, through proxies
+	FaultPartition   = "partition"    // partial partitions between fence servers and engine nodes: one server cut from a majority, one node cut from every server
 )
 
 // DefaultFaultEvery is the mean quiet gap between two faults, unless
@@ -208,7 +209,7 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("chaos: the %s fault needs a cluster: add --cluster etcd or --cluster postgres", f)
 			}
 		default:
-			return fmt.Errorf("chaos: unknown fault %q (want pause, kill, net, bitflip, lose-unsynced, restore, clock-skew; with --cluster pause, net, clock-skew, leader-kill, leader-pause, engine-kill, engine-net)", f)
+			return fmt.Errorf("chaos: unknown fault %q (want pause, kill, net, bitflip, lose-unsynced, restore, clock-skew; with --cluster pause, net, clock-skew, leader-kill, leader-pause, engine-kill, engine-net, partition)", f)
 		}
 	}
 	if c.UnsafeJournal && (c.Addr != "" || c.Cluster != "" || !slices.Contains(c.Faults, FaultBitflip) && !slices.Contains(c.Faults, FaultLoseUnsynced) && !slices.Contains(c.Faults, FaultRestore)) {
@@ -779,6 +780,9 @@ func (r *run) injectFaults(ctx, abort context.Context) {
 		// lost lease at once, without a round trip): about one
 		// leader-pause in two. So two faults in three are leader-pauses.
 		favour = FaultLeaderPause
+		if !slices.Contains(r.cfg.Faults, FaultLeaderPause) {
+			favour = FaultPartition // held-back paths, its zombie-leader variant
+		}
 	}
 	if r.cfg.UnsafeClock {
 		favour = FaultClockSkew // its negative control
@@ -816,6 +820,8 @@ func (r *run) injectFaults(ctx, abort context.Context) {
 			r.engineKill(abort, sched)
 		case FaultEngineNet:
 			r.engineNet(abort)
+		case FaultPartition:
+			r.partition(abort)
 		}
 	}
 }
