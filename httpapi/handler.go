@@ -174,7 +174,7 @@ func (s *Server) acquire(c *call, m match) error {
 	}
 	if req.Wait > 0 {
 		key := clientSlotKey(c)
-		if s.waiting.take(key, s.WaitersPerClient, s.Waiters) {
+		if s.waiting.take(key, perClient(c, s.WaitersPerClient), s.Waiters) {
 			defer s.waiting.give(key)
 			c.extendWriteDeadline(req.Wait)
 		} else {

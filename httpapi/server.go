@@ -108,7 +108,8 @@ type Server struct {
 	// /v1/watch) open at once: per client, counted as RateLimit counts
 	// them, and in all. A stream past either cap is answered 429
 	// rate_limited with Retry-After 1 s, and counted in
-	// fence_http_watches_refused_total. Zero means no cap.
+	// fence_http_watches_refused_total. Forwarded requests without
+	// credentials count against the total only. Zero means no cap.
 	WatchersPerClient, Watchers int
 
 	// Cluster, if not nil, answers GET /v1/cluster: this server's role, the

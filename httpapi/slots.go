@@ -1,6 +1,10 @@
 package httpapi
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/fence-lock/fence/wire"
+)
 
 // slots counts what clients hold of something bounded (acquires that
 // wait, watch streams), so that no client holds more than perClient of it
@@ -35,6 +39,16 @@ func (s *slots) give(key string) {
 		delete(s.held, key)
 	}
 	s.total--
+}
+
+// perClient returns the cap per client that applies to c: none for a
+// request a standby forwarded without credentials, which comes from the
+// standby's address on behalf of all its clients (the totals still apply).
+func perClient(c *call, n int) int {
+	if c.caller == nil && c.r.Header.Get(wire.ForwardedHeader) != "" {
+		return 0
+	}
+	return n
 }
 
 // clientSlotKey is the client a request's slots are counted against: its

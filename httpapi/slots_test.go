@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence/watch"
+	"github.com/fence-lock/fence/wire"
 )
 
 // waitHeld polls until the server counts n waiting acquires.
@@ -125,5 +126,28 @@ func TestServer_WatchersCapped(t *testing.T) {
 				t.Fatalf("watch stream after one closed: %d", resp.StatusCode)
 			}
 		})
+	}
+}
+
+// TestServer_ForwardedWaitersCountInTotal checks that acquires a standby
+// forwarded without credentials, all from its address, are held to the
+// total cap only, not to the cap of one client.
+func TestServer_ForwardedWaitersCountInTotal(t *testing.T) {
+	e := newEnv(t)
+	e.srv.WaitersPerClient, e.srv.Waiters = 1, 0
+	e.acquire("r", "a")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", e.ts.URL+"/v1/locks/r/acquire", strings.NewReader(`{"holder":"b","wait_ms":300000}`))
+		if resp, err := e.ts.Client().Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitHeld(t, &e.srv.waiting, 1)
+	start := time.Now()
+	e.do("POST", "/v1/locks/r/acquire", `{"holder":"c","wait_ms":300}`, wire.ForwardedHeader, "http://standby:7700").problem(t, 409, "lock_held")
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Fatalf("a forwarded acquire past one client's cap was answered after %s, before its wait", d)
 	}
 }

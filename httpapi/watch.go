@@ -74,7 +74,7 @@ func (s *Server) watch(c *call, _ match) error {
 		return fmt.Errorf("%w: this server's lock service cannot watch", fence.ErrNotFound)
 	}
 	key := clientSlotKey(c)
-	if !s.watching.take(key, s.WatchersPerClient, s.Watchers) {
+	if !s.watching.take(key, perClient(c, s.WatchersPerClient), s.Watchers) {
 		watchesRefused.Inc()
 		return &wire.RateLimitedError{RetryAfter: time.Second,
 			Reason: "too many watch streams open: close one, or watch a shorter prefix with one stream"}

@@ -541,7 +541,7 @@ func (s *Service) grantLocked(ctx context.Context, resource string, e *entry, ho
 	expires := s.now().Add(ttl)
 	// The ledger takes the owner from ctx, which is the service's own (or
 	// another caller's) when a waiter is served: set it to the grantee's.
-	token, err := s.ledger.Grant(fence.WithOwner(ctx, owner), resource, holder, ttl, expires)
+	token, err := s.ledger.Grant(fence.WithOwner(ctx, owner), resource, holder, ttl, s.wall(expires))
 	if err != nil {
 		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
 	}
@@ -575,12 +575,22 @@ func (s *Service) now() time.Time {
 	return time.Now()
 }
 
+// wall returns the wall time to record or report for the instant t: as
+// the wall clock reads it (package wallclock), unless the service's own
+// Clock already does.
+func (s *Service) wall(t time.Time) time.Time {
+	if s.Clock != nil {
+		return t
+	}
+	return wallclock.Report(t)
+}
+
 // sign returns the sequencer of l, "" if the service has no Signer.
 func (s *Service) sign(l fence.Lease) (string, error) {
 	if s.Signer == nil {
 		return "", nil
 	}
-	return s.Signer.Sign(fence.Sequencer{Resource: l.Resource, Holder: l.Holder, Token: l.Token, Expires: wallclock.Report(l.Expires)})
+	return s.Signer.Sign(fence.Sequencer{Resource: l.Resource, Holder: l.Holder, Token: l.Token, Expires: s.wall(l.Expires)})
 }
 
 func (s *Service) refreshLocked(ctx context.Context, resource string, e *entry, ttl time.Duration, now time.Time, c change) (fence.Lease, error) {
@@ -589,7 +599,7 @@ func (s *Service) refreshLocked(ctx context.Context, resource string, e *entry, 
 		ttl = l.TTL
 	}
 	expires := now.Add(ttl)
-	lastFence, err := s.ledger.Refresh(ctx, resource, l.Token, ttl, expires)
+	lastFence, err := s.ledger.Refresh(ctx, resource, l.Token, ttl, s.wall(expires))
 	if err != nil {
 		return fence.Lease{}, fmt.Errorf("lock: renew %q: %w", resource, err)
 	}
@@ -786,7 +796,7 @@ func (s *Service) passLocked(ctx context.Context, resource string, e *entry, c c
 	// The deadline counts from before the ledger write, as in grantLocked.
 	expires := s.now().Add(w.ttl)
 	// ctx is the releaser's or the service's: the new lease is the waiter's.
-	token, lastFence, err := s.ledger.Handoff(fence.WithOwner(ctx, w.owner), resource, old.Token, w.holder, w.ttl, expires)
+	token, lastFence, err := s.ledger.Handoff(fence.WithOwner(ctx, w.owner), resource, old.Token, w.holder, w.ttl, s.wall(expires))
 	if err != nil {
 		return false, err
 	}

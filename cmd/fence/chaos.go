@@ -78,7 +78,8 @@ lease, at least a TTL from its acquire's call, could still run unreleased
 (lease-exclusive). The history goes to a file as the run goes, and is checked one
 resource at a time, so that a long run needs memory for the largest
 resource's history only. A run fails if the checker finds a violation, or if
-no fault bit (no pause outlasted a TTL and no operation was cut short).
+no fault bit (no pause outlasted a TTL, no operation was cut short, no
+server restarted or was taken over, and no grant came during a clock-skew).
 
 Without --addr, an embedded fence serve runs in a temporary directory, even
 if FENCE_ADDR is set: only --addr on the command line points the run at your

@@ -23,7 +23,7 @@ var (
 		Name: "fence_http_connections_evicted_total", Help: "Connections closed, at --max-conns, to admit one from a source holding at least two fewer.",
 	})
 	connsQueued = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "fence_http_connections_queued_total", Help: "New connections that waited for a slot at --max-conns: none was idle, and their source held as many as any.",
+		Name: "fence_http_connections_queued_total", Help: "New connections that waited for a slot at --max-conns: none could be closed for them.",
 	})
 	connsRefused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fence_http_connections_refused_total", Help: "New connections closed, at --max-conns, because no slot came free for them in 5 s, or too many waited already.",
@@ -91,7 +91,8 @@ func (c *serveConfig) rateLimit() (rate.Limit, int) {
 //     HTTP clients open another;
 //
 // and else it waits, for up to parkTime, for one of those or a free slot
-// (at most n/4 wait at once; past that, and after parkTime, it is closed).
+// (at most n/4 wait at once, n/16 of one source; past that, and after
+// parkTime, it is closed).
 // A slot is freed when its connection is closed.
 type limitListener struct {
 	net.Listener
@@ -104,12 +105,13 @@ type limitListener struct {
 	done  chan struct{} // closed by Close
 	once  sync.Once
 
-	mu      sync.Mutex
-	open    int                            // admitted and not yet closed
-	seq     uint64                         // of the last connection admitted
-	sources map[string]map[*limitConn]bool // open connections by source
-	idle    map[*limitConn]time.Time       // connections idle between requests, since when
-	parked  int                            // connections waiting for a slot
+	mu       sync.Mutex
+	open     int                            // admitted and not yet closed
+	seq      uint64                         // of the last connection admitted
+	sources  map[string]map[*limitConn]bool // open connections by source
+	idle     map[*limitConn]time.Time       // connections idle between requests, since when
+	parked   int                            // connections waiting for a slot
+	parkedBy map[string]int                 // of them, by source
 }
 
 // parkTime is how long a new connection waits for a slot at the cap
@@ -132,7 +134,7 @@ func limitListen(l net.Listener, n int) *limitListener {
 	}
 	ll := &limitListener{Listener: l, max: n,
 		conns: make(chan net.Conn), errs: make(chan error), ended: make(chan struct{}), done: make(chan struct{}),
-		sources: map[string]map[*limitConn]bool{}, idle: map[*limitConn]time.Time{}}
+		sources: map[string]map[*limitConn]bool{}, idle: map[*limitConn]time.Time{}, parkedBy: map[string]int{}}
 	go ll.acceptLoop()
 	return ll
 }
@@ -160,10 +162,14 @@ func (l *limitListener) acceptLoop() {
 			l.deliver(lc)
 			continue
 		}
+		src := httpapi.SourceOf(c.RemoteAddr().String())
 		l.mu.Lock()
-		park := l.parked < max(1, l.max/4)
+		// At most a quarter of the cap waits, and of that no source more
+		// than a sixteenth of the cap, so that one cannot fill the wait.
+		park := l.parked < max(1, l.max/4) && l.parkedBy[src] < max(1, l.max/16)
 		if park {
 			l.parked++
+			l.parkedBy[src]++
 		}
 		l.mu.Unlock()
 		if !park {
@@ -171,15 +177,18 @@ func (l *limitListener) acceptLoop() {
 			c.Close()
 			continue
 		}
-		go l.waitSlot(c)
+		go l.waitSlot(c, src)
 	}
 }
 
 // waitSlot admits c once it can, within parkTime, or closes it.
-func (l *limitListener) waitSlot(c net.Conn) {
+func (l *limitListener) waitSlot(c net.Conn, src string) {
 	defer func() {
 		l.mu.Lock()
 		l.parked--
+		if l.parkedBy[src]--; l.parkedBy[src] == 0 {
+			delete(l.parkedBy, src)
+		}
 		l.mu.Unlock()
 	}()
 	connsQueued.Inc()

@@ -190,7 +190,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flag.FlagSet {
 		}
 		return nil
 	})
-	fs.IntVar(&cfg.MaxConns, "max-conns", 4096, "connections open at once, shared fairly between sources (IP addresses, IPv6 /64s); past it, a new one takes the slot of the connection idle longest between requests, else of the oldest connection of the source holding the most (if that holds at least two more), else it is refused. 0: no cap")
+	fs.IntVar(&cfg.MaxConns, "max-conns", 4096, "connections open at once, shared fairly between sources (IP addresses, IPv6 /64s); past it, a new one takes the slot of a connection of the source holding the most, if that holds at least two more (its idlest, else its oldest), else of its own source's idlest, else of one idle for 1s; else it waits up to 5s. 0: no cap")
 	fs.StringVar(&cfg.SigningKey, "signing-key", "", "key `file` (from fence keygen) that signs a sequencer for every grant; its public key is served at GET /v1/keys")
 	fs.StringVar(&cfg.AuthFile, "auth-file", "", "`file` of bearer tokens (hashed) and their grants; reloaded on SIGHUP. Without it there is no auth, and --listen must be loopback unless --insecure-listen")
 	fs.BoolVar(&cfg.ProtectMetrics, "protect-metrics", false, "GET /metrics needs a token with admin:* (needs --auth-file)")
@@ -291,7 +291,7 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		wallclock.Watch(ctx, cfg.TestClockFile)
 	}
 	if cfg.UnsafeWallLeases {
-		srvCfg.LockClock = wallclock.Now
+		srvCfg.LockClock = wallclock.LeaseClock()
 	}
 	if srvCfg.Journal, err = cfg.journalOptions(); err != nil {
 		return fmt.Errorf("serve: %w", err)

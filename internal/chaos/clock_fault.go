@@ -59,6 +59,9 @@ func (r *run) clockSkew(ctx context.Context) {
 		}
 	}
 	start := r.now()
+	r.mu.Lock()
+	grantsBefore := r.grantsAcked
+	r.mu.Unlock()
 	ahead := step
 	set(ahead)
 	for end := time.Now().Add(max(ttl+time.Duration(r.rng.Int64N(int64(ttl))), 500*time.Millisecond)); time.Now().Before(end) && ctx.Err() == nil; {
@@ -75,6 +78,11 @@ func (r *run) clockSkew(ctx context.Context) {
 	}
 	set(0)
 	end := r.now()
+	r.mu.Lock()
+	if r.grantsAcked > grantsBefore {
+		r.skewedGrants++
+	}
+	r.mu.Unlock()
 	r.addWindow(start, end)
 	r.addFault(history.Fault{Kind: FaultClockSkew, Client: -1, Start: start, End: end,
 		Detail: fmt.Sprintf("%s's wall clock stepped %s ahead every 20 ms to %s, strobed ±%s every %s, set right", name, step, ahead, ahead, strobe)})

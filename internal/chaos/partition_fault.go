@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,20 +23,22 @@ import (
 //   - one node cut from every server;
 //   - the leader's paths to every node held back, delivered late and in
 //     order: its commits arrive after another server may have taken over,
-//     and the writer epoch must refuse them (--unsafe-epoch runs this one
-//     every time, and the checkers must find what it lets through).
+//     and the writer epoch must refuse them (--unsafe-epoch without
+//     leader-pause runs this one every time, and the checkers must find
+//     what it lets through).
 func (r *run) partition(ctx context.Context) {
 	c := r.cl
 	ttl := c.electionTTL
 	d := ttl/2 + time.Duration(r.rng.Int64N(int64(5*ttl/2)))
 	leader := r.rng.IntN(len(c.servers))
-	if l, _, ok := c.leader(ctx, -1); ok && (r.rng.IntN(3) < 2 || r.cfg.UnsafeEpoch) {
+	zombie := r.cfg.UnsafeEpoch && !slices.Contains(r.cfg.Faults, FaultLeaderPause)
+	if l, _, ok := c.leader(ctx, -1); ok && (r.rng.IntN(3) < 2 || zombie) {
 		leader = l
 	}
 	var cut []*proxy.Proxy // blackholed
 	var what string
 	kind := r.rng.IntN(4)
-	if r.cfg.UnsafeEpoch {
+	if zombie {
 		kind = 3
 	}
 	if kind == 1 && len(c.nodes) < 3 {

@@ -45,39 +45,55 @@ func (r *run) restore(ctx context.Context) {
 	start := r.now()
 	r.server.kill()
 	journal := filepath.Join(r.dataDir, journalDir)
-	var detail string
-	var err error
 	if r.backup == "" {
-		r.backup = r.dataDir + ".backup"
-		detail = "kill -9, back up the journal, restart, read every key"
-		err = copyDir(journal, r.backup)
-	} else {
-		detail = "kill -9, restore the backup"
-		err = errors.Join(os.RemoveAll(journal), copyDir(r.backup, journal), os.RemoveAll(r.backup))
-		r.backup = ""
-		if err == nil && !r.cfg.UnsafeJournal {
-			var out []byte
-			out, err = exec.Command(r.cfg.Binary, "bump", "--data", r.dataDir).CombinedOutput()
-			detail += ", " + strings.TrimSpace(string(out))
-			if err != nil {
-				err = fmt.Errorf("fence bump: %w: %s", err, out)
-			}
-		} else if err == nil {
-			detail += "; unsafe: no bump"
+		backup := r.dataDir + ".backup"
+		if err := copyDir(journal, backup); err != nil {
+			os.RemoveAll(backup)
+			r.cfg.Log.Error("restore: the backup failed; no backup taken", "error", err)
+		} else {
+			r.backup = backup
 		}
+		if err := r.server.start(); err != nil {
+			r.harnessFailed(fmt.Errorf("restore: restarting the server: %w", err))
+			return
+		}
+		r.restarted()
+		r.readEveryKey()
+		r.opsAtStart = r.acked()
+		r.addFault(history.Fault{Kind: FaultRestore, Client: -1, Start: start, End: r.now(), Detail: "kill -9, back up the journal, restart, read every key"})
+		return
 	}
-	if err != nil {
-		r.cfg.Log.Error("restore", "error", err)
+	// From here on the journal is touched: a step that fails ends the
+	// run, since the checkers would take what it left for fence's doing.
+	detail := "kill -9, restore the backup"
+	if err := os.RemoveAll(journal); err != nil {
+		r.harnessFailed(fmt.Errorf("restore: %w", err))
+		return
+	}
+	if err := copyDir(r.backup, journal); err != nil {
+		r.harnessFailed(fmt.Errorf("restore: %w", err))
+		return
+	}
+	os.RemoveAll(r.backup)
+	r.backup = ""
+	if !r.cfg.UnsafeJournal {
+		out, err := exec.Command(r.cfg.Binary, "bump", "--data", r.dataDir).CombinedOutput()
+		if err != nil {
+			r.harnessFailed(fmt.Errorf("restore: fence bump: %w: %s", err, out))
+			return
+		}
+		detail += ", " + strings.TrimSpace(string(out))
+	} else {
+		detail += "; unsafe: no bump"
 	}
 	if err := r.server.start(); err != nil {
-		r.cfg.Log.Error("restore: restarting the server failed", "error", err)
+		r.harnessFailed(fmt.Errorf("restore: restarting the server: %w", err))
 		return
 	}
 	r.restarted()
-	if strings.HasPrefix(detail, "kill -9, back up") {
-		r.readEveryKey()
-	} else {
-		r.recordRestored()
+	if err := r.recordRestored(); err != nil {
+		r.harnessFailed(err)
+		return
 	}
 	r.opsAtStart = r.acked()
 	r.addFault(history.Fault{Kind: FaultRestore, Client: -1, Start: start, End: r.now(), Detail: detail})
@@ -123,11 +139,12 @@ func (r *run) readEveryKey() {
 }
 
 // recordRestored records each resource's state after a restore: its
-// fence and its keys.
-func (r *run) recordRestored() {
+// fence and its keys. A resource it cannot read fails the run: without its
+// restore op, the checkers would take the restore for lost writes.
+func (r *run) recordRestored() error {
 	store, err := r.harnessAPI()
 	if err != nil {
-		return
+		return err
 	}
 	ctx := context.Background()
 	for res := range r.cfg.Resources {
@@ -144,12 +161,22 @@ func (r *run) recordRestored() {
 			op.Writes = append(op.Writes, history.Write{Resource: resource, Key: key, Value: string(item.Value), Rev: uint64(item.Rev)})
 		}
 		if err != nil {
-			// Not recorded: the checkers would take the state for lost.
-			r.cfg.Log.Error("restore: reading the restored state failed", "resource", resource, "error", err)
-			continue
+			return fmt.Errorf("restore: reading the restored state of %s: %w", resource, err)
 		}
 		op.Outcome, op.Return = history.OK, r.now()
 		r.record(op)
+	}
+	return nil
+}
+
+// harnessFailed records an error of the harness's own: the run ends with
+// it, not with the checkers' verdict.
+func (r *run) harnessFailed(err error) {
+	r.cfg.Log.Error("the harness failed", "error", err)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.harnessErr == nil {
+		r.harnessErr = err
 	}
 }
 

@@ -216,6 +216,8 @@ func (c *Config) Validate() error {
 		return errors.New("chaos: --unsafe-journal is the negative control of the embedded server's bitflip, lose-unsynced and restore faults: run it with one of them, without --addr and --cluster")
 	}
 	switch {
+	case slices.Contains(c.Faults, FaultRestore) && (c.Guard != "" || c.Unsafe):
+		return errors.New("chaos: the restore fault backs up and restores fence's own store, which --guard and --unsafe do not write to: drop restore")
 	case slices.Contains(c.Faults, FaultClockSkew) && c.Addr != "":
 		return errors.New("chaos: the clock-skew fault skews the clock of a server the run starts: drop --addr, or drop clock-skew")
 	case c.UnsafeClock && !slices.Contains(c.Faults, FaultClockSkew):
@@ -286,6 +288,9 @@ type Result struct {
 	// without naming the damaged file: an operator could not find it.
 	UnnamedRefusals int
 	Takeovers       int // leader-pauses during which another server took over
+	// SkewedGrants counts the clock-skews during which grants were
+	// acknowledged: leases that had to be timed across a step of the clock.
+	SkewedGrants    int
 	unknownAfterNet int
 }
 
@@ -304,10 +309,10 @@ type Progress struct {
 
 // FaultsBit reports whether the faults did something the checker could
 // catch: a pause that outlasted its TTL, operations cut short by a kill
-// (bitflip and lose-unsynced kill too) or a network fault, or a leader
-// replaced while it was paused.
+// (bitflip and lose-unsynced kill too) or a network fault, a leader
+// replaced while it was paused, or grants made across a step of the clock.
 func (r *Result) FaultsBit() bool {
-	return r.PausesPastTTL > 0 || r.unknownAfterNet > 0 || r.ServerRestarts > 0 || r.Takeovers > 0
+	return r.PausesPastTTL > 0 || r.unknownAfterNet > 0 || r.ServerRestarts > 0 || r.Takeovers > 0 || r.SkewedGrants > 0
 }
 
 // Run runs the workload under faults and returns its history.
@@ -349,6 +354,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := r.closeHistory(); err != nil {
 		return nil, err
 	}
+	r.mu.Lock()
+	herr := r.harnessErr
+	r.mu.Unlock()
+	if herr != nil {
+		return nil, fmt.Errorf("chaos: %w (history %s)", herr, r.cfg.History)
+	}
 	return r.result()
 }
 
@@ -381,23 +392,29 @@ type run struct {
 	histBuf  *bufio.Writer
 	hist     *history.Writer // to histBuf; safe for concurrent use
 
-	mu        sync.Mutex // guards the fields below
-	histErr   error      // the first error writing the history
-	nops      int        // ops written to the history
-	nerrors   int        // of which failed or of unknown outcome
-	nfenced   int        // of which writes and txns rejected as fenced
-	grants    map[string][]grantMark
-	faults    []history.Fault
-	pauses    []pauseRecord
-	restarts  int
-	takeovers int
+	mu      sync.Mutex // guards the fields below
+	histErr error      // the first error writing the history
+	// harnessErr is the first failure of the harness's own (a restore
+	// that could not be done): the run returns it instead of a history.
+	harnessErr error
+	nops       int // ops written to the history
+	nerrors    int // of which failed or of unknown outcome
+	nfenced    int // of which writes and txns rejected as fenced
+	grants     map[string][]grantMark
+	faults     []history.Fault
+	pauses     []pauseRecord
+	restarts   int
+	takeovers  int
 	// The journal's faults: the ops written when the server last started,
 	// and its refusals to start that did not name the damaged file.
 	opsAtStart  int
 	badRefusals int
-	backup      string     // the journal's backup that the next restore restores; "" none
-	harnessIDs  int64      // IDs given to the harness's own ops
-	netWindows  [][2]int64 // of net faults, and of a cluster's faults
+	backup      string // the journal's backup that the next restore restores; "" none
+	harnessIDs  int64  // IDs given to the harness's own ops
+	// skewedGrants counts the clock-skews during which grants were
+	// acknowledged; grantsAcked counts the acknowledged grants.
+	skewedGrants, grantsAcked int
+	netWindows                [][2]int64 // of net faults, and of a cluster's faults
 }
 
 // grantMark is an acknowledged grant, the nth op of the history: leader-pause
@@ -459,6 +476,7 @@ func (r *run) record(op history.Op) {
 		r.nfenced++
 	}
 	if op.Kind == history.KindAcquire && op.Outcome == history.OK {
+		r.grantsAcked++
 		g := append(r.grants[op.Resource], grantMark{r.nops, op.Token})
 		if len(g) > maxGrantMarks {
 			g = slices.Delete(g, 0, len(g)-maxGrantMarks)
@@ -982,7 +1000,7 @@ func (r *run) finalReads() { r.readEveryKey() }
 // paused clients' first writes after they woke; the operations cut short
 // around a fault).
 func (r *run) result() (*Result, error) {
-	res := &Result{History: r.cfg.History, Ops: r.nops, Faults: r.faults, Duration: time.Since(r.start), ServerRestarts: r.restarts, Takeovers: r.takeovers, UnnamedRefusals: r.badRefusals}
+	res := &Result{History: r.cfg.History, Ops: r.nops, Faults: r.faults, Duration: time.Since(r.start), ServerRestarts: r.restarts, Takeovers: r.takeovers, UnnamedRefusals: r.badRefusals, SkewedGrants: r.skewedGrants}
 	pending := make(map[int][]pauseRecord) // by client: pauses whose first write after waking is still to come
 	for _, p := range r.pauses {
 		if time.Duration(p.end-p.start) > r.cfg.TTL {
