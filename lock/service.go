@@ -57,7 +57,8 @@ type Service struct {
 	// Clock, if not nil, is the clock that leases and lock-delays are
 	// timed by, instead of time.Now, whose monotonic reading no step of
 	// the wall clock moves. Only the negative control of the clock-skew
-	// fault sets it (to wallclock.Now). Set it before Open.
+	// fault sets it (to wallclock.LeaseClock(), which keeps wallclock.Report
+	// from skewing its times twice). Set it before Open.
 	Clock func() time.Time
 
 	ledger fence.Ledger
@@ -541,7 +542,7 @@ func (s *Service) grantLocked(ctx context.Context, resource string, e *entry, ho
 	expires := s.now().Add(ttl)
 	// The ledger takes the owner from ctx, which is the service's own (or
 	// another caller's) when a waiter is served: set it to the grantee's.
-	token, err := s.ledger.Grant(fence.WithOwner(ctx, owner), resource, holder, ttl, s.wall(expires))
+	token, err := s.ledger.Grant(fence.WithOwner(ctx, owner), resource, holder, ttl, wallclock.Report(expires))
 	if err != nil {
 		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
 	}
@@ -575,22 +576,12 @@ func (s *Service) now() time.Time {
 	return time.Now()
 }
 
-// wall returns the wall time to record or report for the instant t: as
-// the wall clock reads it (package wallclock), unless the service's own
-// Clock already does.
-func (s *Service) wall(t time.Time) time.Time {
-	if s.Clock != nil {
-		return t
-	}
-	return wallclock.Report(t)
-}
-
 // sign returns the sequencer of l, "" if the service has no Signer.
 func (s *Service) sign(l fence.Lease) (string, error) {
 	if s.Signer == nil {
 		return "", nil
 	}
-	return s.Signer.Sign(fence.Sequencer{Resource: l.Resource, Holder: l.Holder, Token: l.Token, Expires: s.wall(l.Expires)})
+	return s.Signer.Sign(fence.Sequencer{Resource: l.Resource, Holder: l.Holder, Token: l.Token, Expires: wallclock.Report(l.Expires)})
 }
 
 func (s *Service) refreshLocked(ctx context.Context, resource string, e *entry, ttl time.Duration, now time.Time, c change) (fence.Lease, error) {
@@ -599,7 +590,7 @@ func (s *Service) refreshLocked(ctx context.Context, resource string, e *entry, 
 		ttl = l.TTL
 	}
 	expires := now.Add(ttl)
-	lastFence, err := s.ledger.Refresh(ctx, resource, l.Token, ttl, s.wall(expires))
+	lastFence, err := s.ledger.Refresh(ctx, resource, l.Token, ttl, wallclock.Report(expires))
 	if err != nil {
 		return fence.Lease{}, fmt.Errorf("lock: renew %q: %w", resource, err)
 	}
@@ -796,7 +787,7 @@ func (s *Service) passLocked(ctx context.Context, resource string, e *entry, c c
 	// The deadline counts from before the ledger write, as in grantLocked.
 	expires := s.now().Add(w.ttl)
 	// ctx is the releaser's or the service's: the new lease is the waiter's.
-	token, lastFence, err := s.ledger.Handoff(fence.WithOwner(ctx, w.owner), resource, old.Token, w.holder, w.ttl, s.wall(expires))
+	token, lastFence, err := s.ledger.Handoff(fence.WithOwner(ctx, w.owner), resource, old.Token, w.holder, w.ttl, wallclock.Report(expires))
 	if err != nil {
 		return false, err
 	}

@@ -158,11 +158,11 @@ func (l *limitListener) acceptLoop() {
 			}
 			continue
 		}
-		if lc := l.admit(c); lc != nil {
+		src := httpapi.SourceOf(c.RemoteAddr().String())
+		if lc := l.admit(c, src); lc != nil {
 			l.deliver(lc)
 			continue
 		}
-		src := httpapi.SourceOf(c.RemoteAddr().String())
 		l.mu.Lock()
 		// At most a quarter of the cap waits, and of that no source more
 		// than a sixteenth of the cap, so that one cannot fill the wait.
@@ -198,7 +198,7 @@ func (l *limitListener) waitSlot(c net.Conn, src string) {
 	for {
 		select {
 		case <-tick.C:
-			if lc := l.admit(c); lc != nil {
+			if lc := l.admit(c, src); lc != nil {
 				l.deliver(lc)
 				return
 			}
@@ -242,10 +242,10 @@ func (l *limitListener) Close() error {
 	return l.Listener.Close()
 }
 
-// admit returns c as a connection that holds a slot, making room for it as
-// limitListener says, or nil if there is none for it now.
-func (l *limitListener) admit(c net.Conn) *limitConn {
-	src := httpapi.SourceOf(c.RemoteAddr().String())
+// admit returns c, from source src, as a connection that holds a slot,
+// making room for it as limitListener says, or nil if there is none for it
+// now.
+func (l *limitListener) admit(c net.Conn, src string) *limitConn {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.open >= l.max {

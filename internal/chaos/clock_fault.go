@@ -54,8 +54,12 @@ func (r *run) clockSkew(ctx context.Context) {
 	step := ttl * time.Duration(2+r.rng.IntN(3))
 	set := func(d time.Duration) {
 		tmp := file + ".tmp"
-		if err := os.WriteFile(tmp, []byte(d.String()+"\n"), 0o600); err == nil {
+		err := os.WriteFile(tmp, []byte(d.String()+"\n"), 0o600)
+		if err == nil {
 			err = os.Rename(tmp, file)
+		}
+		if err != nil {
+			r.cfg.Log.Error("clock-skew: setting the offset", "file", file, "error", err)
 		}
 	}
 	start := r.now()
