@@ -20,7 +20,7 @@ import (
 	"github.com/fence-lock/fence/internal/chaos/check"
 )
 
-const chaosExamples = `  fence chaos --duration 1m                        # embedded server, every fault
+const chaosExamples = `  fence chaos --duration 1m                        # embedded server, the default faults
   fence chaos --duration 10m --fault-every 300ms --seed 42 --history run.jsonl -o json
   fence chaos --addr http://fence.internal:7700 --faults pause,net --duration 10m
   FENCE_AUTH_TOKEN=... fence chaos --addr https://fence.internal:7700 --cacert ca.pem --faults pause,net
@@ -31,7 +31,7 @@ const chaosExamples = `  fence chaos --duration 1m                        # embe
   fence chaos --faults clock-skew,kill --duration 30s      # a server's wall clock stepped and strobed
   fence chaos --faults clock-skew --unsafe-clock --duration 10s   # leases timed by that clock: must find violations
   fence chaos --duration 2m --seed 42 --report run.html   # a report to read offline, or attach to an issue
-  fence chaos --cluster etcd --duration 2m         # 3 servers on 3 etcd members, every cluster fault
+  fence chaos --cluster etcd --duration 2m         # 3 servers on 3 etcd members, the default cluster faults
   fence chaos --cluster postgres --faults leader-pause,engine-kill --duration 1m
   fence chaos --cluster etcd --unsafe-epoch --duration 30s   # no writer-epoch check: must find violations
 `
