@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // requireTool returns the path of the program name, or skips t without it
@@ -21,14 +23,25 @@ func requireTool(t *testing.T, name string) string {
 	return path
 }
 
+// suiteTimeout bounds a client's suite (well under a minute on 2 cores):
+// one that hangs fails with what it printed, instead of holding the
+// package until go test's timeout, which prints nothing of it.
+const suiteTimeout = 5 * time.Minute
+
 // runSuite runs a client's own test suite in dir against the fence binary
 // of this package's tests, and fails t if it fails.
 func runSuite(t *testing.T, dir string, name string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(name, args...)
+	ctx, cancel := context.WithTimeout(t.Context(), suiteTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "FENCE_BIN="+binary)
+	cmd.WaitDelay = 10 * time.Second // the suite's own children may hold its output open
 	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %v in %s did not end within %s:\n%s", name, args, dir, suiteTimeout, out)
+	}
 	if err != nil {
 		t.Fatalf("%s %v in %s: %v\n%s", name, args, dir, err, out)
 	}
