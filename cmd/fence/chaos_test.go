@@ -229,7 +229,7 @@ func TestChaos_FaultEvery(t *testing.T) {
 // twice, as the restore did.
 func TestChaos_Restore(t *testing.T) {
 	t.Run("bumped", func(t *testing.T) {
-		rep, code, _ := runChaos(t, "--faults", "restore,pause", "--duration", "10s", "--seed", "3", "--fault-every", "1s")
+		rep, code, _ := runChaos(t, "--faults", "restore,pause", "--duration", "12s", "--seed", "3", "--fault-every", "300ms")
 		if code != 0 || !rep.OK || rep.Violations != 0 {
 			t.Fatalf("exit %d, report %+v", code, rep)
 		}
@@ -238,7 +238,7 @@ func TestChaos_Restore(t *testing.T) {
 		}
 	})
 	t.Run("not bumped", func(t *testing.T) {
-		rep, code, _ := runChaos(t, "--faults", "restore", "--unsafe-journal", "--duration", "8s", "--seed", "5", "--fault-every", "1s")
+		rep, code, _ := runChaos(t, "--faults", "restore", "--unsafe-journal", "--duration", "10s", "--seed", "5", "--fault-every", "300ms")
 		if code != 7 || rep.Checkers["token-monotonic"] == 0 {
 			t.Fatalf("exit %d, report %+v: want tokens issued twice found (exit 7)", code, rep)
 		}
