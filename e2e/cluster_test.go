@@ -737,6 +737,9 @@ func TestCluster_EtcdMembersCutOff(t *testing.T) {
 	}
 	if after.Epoch != before.Epoch {
 		t.Errorf("the writer epoch went from %d to %d: cutting etcd members off (one, then all but one) cost a leader change", before.Epoch, after.Epoch)
+		for i, s := range c.servers {
+			t.Logf("server %d's warnings:\n%s", i, s.logs)
+		}
 	}
 	l.check(t, newAPI(t, c.addrs(), 10*time.Second))
 	failed := 0

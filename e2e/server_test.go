@@ -85,12 +85,15 @@ func startServer(t testing.TB, dataDir string, keepLogs bool, args ...string) *s
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
-			if s.URL != "" && !keepLogs {
+			var rec struct{ Msg, Addr, Level string }
+			json.Unmarshal([]byte(line), &rec)
+			// A quiet server keeps its start-up lines and its warnings
+			// and errors, which a failing test shows.
+			if s.URL != "" && !keepLogs && rec.Level != "WARN" && rec.Level != "ERROR" {
 				continue
 			}
 			s.logs.WriteLine(line)
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "fence serving" {
+			if rec.Msg == "fence serving" {
 				s.URL = "http://" + rec.Addr
 				addrC <- rec.Addr
 			}

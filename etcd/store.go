@@ -57,10 +57,11 @@ const loadPage = 1000
 // --max-request-bytes 10485760, and raise --max-txn-ops for transactions of
 // many keys.
 type Store struct {
-	cli    *clientv3.Client
-	prefix string
-	self   state.Member
-	opts   state.EngineOptions
+	cli       *clientv3.Client
+	endpoints []*endpoint // for the calls that keep a leadership alive
+	prefix    string
+	self      state.Member
+	opts      state.EngineOptions
 
 	mu      sync.Mutex
 	records map[state.Epoch]string // the epoch record this server wrote for each of its terms
@@ -129,7 +130,7 @@ func NewStore(cli *clientv3.Client, prefix string, opts state.EngineOptions) *St
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	s := &Store{cli: cli, prefix: prefix, self: opts.Self, opts: opts, records: map[state.Epoch]string{},
+	s := &Store{cli: cli, endpoints: dialEndpoints(cli), prefix: prefix, self: opts.Self, opts: opts, records: map[state.Epoch]string{},
 		commits: map[state.Epoch]uint64{}, stopC: make(chan struct{}), doneC: make(chan struct{})}
 	go s.register()
 	return s
@@ -228,6 +229,7 @@ func (s *Store) Close() error {
 		close(s.stopC)
 	}
 	<-s.doneC
+	closeEndpoints(s.endpoints)
 	return s.cli.Close()
 }
 
@@ -410,9 +412,9 @@ func (t *term) keep() {
 // the TTL, until Resign, besides the session's: the session sends its
 // keepalives on one stream, to one member, and a member that stops
 // answering (a lost path to it) holds them until gRPC finds the connection
-// dead, longer than the TTL. Each of these is a call of its own, given an
-// eighth of the TTL, so that the next goes to another member, and several
-// in a row may go to the one cut off.
+// dead, longer than the TTL. Each of these goes to every endpoint at once
+// and is given an eighth of the TTL: one member that still answers keeps
+// the lease.
 func (t *term) refresh() {
 	ttl := time.Duration(t.s.ttl()) * time.Second
 	tick := time.NewTicker(ttl / 6)
@@ -424,20 +426,24 @@ func (t *term) refresh() {
 		case <-tick.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), ttl/8)
-		t.s.cli.KeepAliveOnce(ctx, t.lease)
+		everyEndpoint(ctx, t.s.endpoints, func(ctx context.Context, ep *endpoint) (*clientv3.LeaseKeepAliveResponse, error) {
+			return ep.lease.KeepAliveOnce(ctx, t.lease)
+		})
 		cancel()
 	}
 }
 
 // leaseAlive reports whether the election key, and so the lease, is still
-// there, asking for up to a TTL, each time for a tenth of it, so that the
-// next question goes to another member.
+// there, asking every endpoint at once for up to a TTL, each time for a
+// tenth of it.
 func (t *term) leaseAlive() bool {
 	ttl := time.Duration(t.s.ttl()) * time.Second
 	deadline := time.Now().Add(ttl)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), ttl/10)
-		resp, err := t.s.cli.Get(ctx, t.key)
+		resp, err := everyEndpoint(ctx, t.s.endpoints, func(ctx context.Context, ep *endpoint) (*clientv3.GetResponse, error) {
+			return ep.kv.Get(ctx, t.key)
+		})
 		cancel()
 		if err == nil {
 			return len(resp.Kvs) == 1 && clientv3.LeaseID(resp.Kvs[0].Lease) == t.lease
