@@ -42,9 +42,9 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
     go build -trimpath -buildvcs=false -o /out/fence \
       -ldflags "-s -w \
-        -X github.com/fence-lock/fence/internal/buildinfo.Version=${VERSION} \
-        -X github.com/fence-lock/fence/internal/buildinfo.Commit=${COMMIT} \
-        -X github.com/fence-lock/fence/internal/buildinfo.Date=${DATE}" \
+        -X github.com/fence-lock/fence/internal/support/buildinfo.Version=${VERSION} \
+        -X github.com/fence-lock/fence/internal/support/buildinfo.Commit=${COMMIT} \
+        -X github.com/fence-lock/fence/internal/support/buildinfo.Date=${DATE}" \
       ./cmd/fence
 # The data directory, owned by nonroot (65532) in the image so that a fresh
 # named volume mounted there is nonroot's too (fence creates its files in

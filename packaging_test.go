@@ -21,14 +21,14 @@ import (
 	"go.yaml.in/yaml/v4"
 )
 
-const buildinfoPkg = "github.com/fence-lock/fence/internal/buildinfo"
+const buildinfoPkg = "github.com/fence-lock/fence/internal/support/buildinfo"
 
 // buildinfoVars returns the package-level string variables of
-// internal/buildinfo, which release builds set with -ldflags -X.
+// internal/support/buildinfo, which release builds set with -ldflags -X.
 func buildinfoVars(t *testing.T) map[string]bool {
 	t.Helper()
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, filepath.Join("internal", "buildinfo", "buildinfo.go"), nil, 0)
+	f, err := parser.ParseFile(fset, filepath.Join("internal", "support", "buildinfo", "buildinfo.go"), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func buildinfoVars(t *testing.T) map[string]bool {
 	}
 	for _, want := range []string{"Version", "Commit", "Date"} {
 		if !vars[want] {
-			t.Fatalf("internal/buildinfo has no string variable %s (found %v)", want, vars)
+			t.Fatalf("internal/support/buildinfo has no string variable %s (found %v)", want, vars)
 		}
 	}
 	return vars
@@ -66,7 +66,7 @@ func buildinfoVars(t *testing.T) map[string]bool {
 
 var xFlag = regexp.MustCompile(`-X[= ]([^\s"'=]+)\.([A-Za-z_][A-Za-z0-9_]*)=`)
 
-// checkLdflags checks that ldflags set every variable of internal/buildinfo
+// checkLdflags checks that ldflags set every variable of internal/support/buildinfo
 // and only variables that exist there.
 func checkLdflags(t *testing.T, where, ldflags string, vars map[string]bool) {
 	t.Helper()
@@ -77,7 +77,7 @@ func checkLdflags(t *testing.T, where, ldflags string, vars map[string]bool) {
 			continue
 		}
 		if !vars[m[2]] {
-			t.Errorf("%s: -X sets %s.%s, which internal/buildinfo does not declare", where, m[1], m[2])
+			t.Errorf("%s: -X sets %s.%s, which internal/support/buildinfo does not declare", where, m[1], m[2])
 		}
 		set[m[2]] = true
 	}
@@ -632,7 +632,7 @@ func TestSystemdAnalyze(t *testing.T) {
 }
 
 // TestNoEmbeddedEtcd keeps etcd's server out of the module: the tests that
-// need etcd run it as a process of its own (internal/testserver), because
+// need etcd run it as a process of its own (internal/tools/testserver), because
 // the server embedded in a test binary raced with itself under -race,
 // outside any test, and failed packages at random. go mod tidy keeps the
 // module in go.mod exactly when something imports it.
@@ -642,6 +642,6 @@ func TestNoEmbeddedEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	if bytes.Contains(b, []byte("go.etcd.io/etcd/server/v3")) {
-		t.Error("go.mod requires go.etcd.io/etcd/server/v3: start etcd with internal/testserver.StartEtcd instead of embedding it")
+		t.Error("go.mod requires go.etcd.io/etcd/server/v3: start etcd with internal/tools/testserver.StartEtcd instead of embedding it")
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/engine/memory"
 	"github.com/fence-lock/fence/lock"
-	"github.com/fence-lock/fence/memory"
 )
 
 // Session tests run in synctest bubbles: time is fake, so leases of seconds

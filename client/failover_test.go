@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/bolt"
 	"github.com/fence-lock/fence/client"
+	"github.com/fence-lock/fence/engine/bolt"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/lock"
 )

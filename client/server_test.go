@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/bolt"
+	"github.com/fence-lock/fence/engine/bolt"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/lock"
 	"github.com/fence-lock/fence/wire"

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fence-lock/fence/internal/report"
-	"github.com/fence-lock/fence/internal/testserver"
+	"github.com/fence-lock/fence/internal/tools/report"
+	"github.com/fence-lock/fence/internal/tools/testserver"
 )
 
 type chaosJSON struct {

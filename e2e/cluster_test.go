@@ -20,8 +20,8 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/client"
-	"github.com/fence-lock/fence/internal/chaos/proxy"
-	"github.com/fence-lock/fence/internal/testserver"
+	"github.com/fence-lock/fence/internal/tools/chaos/proxy"
+	"github.com/fence-lock/fence/internal/tools/testserver"
 	"github.com/fence-lock/fence/wire"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fence-lock/fence/internal/testserver"
+	"github.com/fence-lock/fence/internal/tools/testserver"
 )
 
 // TestServe_DiskFull runs fence serve on a small tmpfs and fills it: the

@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fence-lock/fence/internal/testserver"
+	"github.com/fence-lock/fence/internal/tools/testserver"
 	fenceserver "github.com/fence-lock/fence/server"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/journal"
+	"github.com/fence-lock/fence/engine/journal"
 	fenceserver "github.com/fence-lock/fence/server"
 	"github.com/fence-lock/fence/state"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/reject"
+	"github.com/fence-lock/fence/guard/reject"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

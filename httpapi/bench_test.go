@@ -11,9 +11,9 @@ import (
 	"testing"
 
 	"github.com/fence-lock/fence/client"
+	"github.com/fence-lock/fence/engine/memory"
 	"github.com/fence-lock/fence/httpapi"
 	"github.com/fence-lock/fence/lock"
-	"github.com/fence-lock/fence/memory"
 	"github.com/fence-lock/fence/watch"
 )
 

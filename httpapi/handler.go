@@ -15,7 +15,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/docs"
-	"github.com/fence-lock/fence/internal/logline"
+	"github.com/fence-lock/fence/internal/support/logline"
 	"github.com/fence-lock/fence/ui"
 	"github.com/fence-lock/fence/wire"
 )

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/engine/memory"
 	"github.com/fence-lock/fence/httpapi"
-	"github.com/fence-lock/fence/memory"
 	"github.com/fence-lock/fence/wire"
 )
 

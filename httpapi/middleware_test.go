@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fence-lock/fence/engine/memory"
 	"github.com/fence-lock/fence/httpapi"
-	"github.com/fence-lock/fence/memory"
 )
 
 // TestRequireFence puts the middleware in front of a plain handler, with

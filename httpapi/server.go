@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/internal/logline"
+	"github.com/fence-lock/fence/internal/support/logline"
 	"github.com/fence-lock/fence/watch"
 	"github.com/fence-lock/fence/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,7 +37,7 @@ type Server struct {
 	// Info) and per rejected request ("request rejected", Warn; Error for
 	// internal errors, with the cause). NewServer sets slog.Default(); nil
 	// means slog.Default() too. Those lines carry no source location (see
-	// internal/logline).
+	// internal/support/logline).
 	Logger *slog.Logger
 
 	// Ready reports whether the server can serve requests: GET /readyz

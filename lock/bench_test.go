@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fence-lock/fence/engine/memory"
 	"github.com/fence-lock/fence/lock"
-	"github.com/fence-lock/fence/memory"
 )
 
 // BenchmarkService_AcquireRelease measures the lock service's own cost per

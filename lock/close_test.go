@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/memory"
+	"github.com/fence-lock/fence/engine/memory"
 )
 
 // TestService_CloseUnderLoad closes the service while calls are in flight:

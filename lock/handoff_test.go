@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/engine/memory"
 	"github.com/fence-lock/fence/lock"
-	"github.com/fence-lock/fence/memory"
 )
 
 // gatedLedger is a memory ledger whose grants and hand-offs wait until gate

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/memory"
+	"github.com/fence-lock/fence/engine/memory"
 )
 
 func names(locks []fence.LockStatus) string {

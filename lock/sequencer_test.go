@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/engine/memory"
 	"github.com/fence-lock/fence/lock"
-	"github.com/fence-lock/fence/memory"
 )
 
 func openSigned(t *testing.T, db *memory.DB, k *fence.SigningKey) *lock.Service {

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/bolt"
+	"github.com/fence-lock/fence/engine/bolt"
+	"github.com/fence-lock/fence/engine/memory"
 	"github.com/fence-lock/fence/lock"
-	"github.com/fence-lock/fence/memory"
 )
 
 // Tests run in synctest bubbles: time is fake and advances only when every

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fence-lock/fence/etcd"
+	"github.com/fence-lock/fence/engine/etcd"
+	"github.com/fence-lock/fence/engine/postgres"
 	"github.com/fence-lock/fence/httpapi"
-	"github.com/fence-lock/fence/postgres"
 	"github.com/fence-lock/fence/state"
 	"github.com/fence-lock/fence/wire"
 )

@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/fence-lock/fence/bolt"
-	"github.com/fence-lock/fence/journal"
+	"github.com/fence-lock/fence/engine/bolt"
+	"github.com/fence-lock/fence/engine/journal"
 )
 
 // JournalDir is the directory of the embedded store inside a data directory.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/bolt"
+	"github.com/fence-lock/fence/engine/bolt"
 	"github.com/fence-lock/fence/server"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fence-lock/fence/httpapi"
-	"github.com/fence-lock/fence/internal/buildinfo"
+	"github.com/fence-lock/fence/internal/support/buildinfo"
 	"github.com/fence-lock/fence/lock"
 	"github.com/fence-lock/fence/state"
 	"github.com/prometheus/client_golang/prometheus"

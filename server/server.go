@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/engine/journal"
 	"github.com/fence-lock/fence/httpapi"
-	"github.com/fence-lock/fence/journal"
 	"github.com/fence-lock/fence/lock"
 	"github.com/fence-lock/fence/watch"
 	"github.com/prometheus/client_golang/prometheus"

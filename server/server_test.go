@@ -16,7 +16,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/client"
-	"github.com/fence-lock/fence/internal/testserver"
+	"github.com/fence-lock/fence/internal/tools/testserver"
 	"github.com/fence-lock/fence/server"
 	"github.com/fence-lock/fence/wire"
 )

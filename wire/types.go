@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/internal/wallclock"
+	"github.com/fence-lock/fence/internal/support/wallclock"
 )
 
 // Timestamp formats t as the API's times are: RFC 3339 in UTC, with

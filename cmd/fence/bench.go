@@ -13,7 +13,7 @@ import (
 	"time"
 
 	// Named load: the subcommand's function is bench, as in the commands table.
-	load "github.com/fence-lock/fence/internal/bench"
+	load "github.com/fence-lock/fence/internal/tools/bench"
 )
 
 const benchSynopsis = `fence bench [--workload cycle|write|contended] [--clients N] [--resources M] [--duration D] [flags]
@@ -167,7 +167,7 @@ func (cfg *benchConfig) validate() error {
 	case cfg.Key == "":
 		return &usageError{errors.New("bench: --key is empty")}
 	case cfg.CACert != "" || cfg.ClientCert != "" || cfg.ClientKey != "":
-		// internal/bench builds its own transports, without a TLS hook yet.
+		// internal/tools/bench builds its own transports, without a TLS hook yet.
 		return &usageError{errors.New("bench: --cacert, --client-cert and --client-key are not supported yet")}
 	}
 	addr, err := cleanAddr(cfg.clientConfig.Addr)

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence/fencetest"
-	load "github.com/fence-lock/fence/internal/bench"
-	htmlreport "github.com/fence-lock/fence/internal/report"
+	load "github.com/fence-lock/fence/internal/tools/bench"
+	htmlreport "github.com/fence-lock/fence/internal/tools/report"
 )
 
 // newBenchServer runs the lock service and bolt storage behind the HTTP API

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
-	load "github.com/fence-lock/fence/internal/bench"
-	"github.com/fence-lock/fence/internal/buildinfo"
-	htmlreport "github.com/fence-lock/fence/internal/report" // main has a func report
+	"github.com/fence-lock/fence/internal/support/buildinfo"
+	load "github.com/fence-lock/fence/internal/tools/bench"
+	htmlreport "github.com/fence-lock/fence/internal/tools/report" // main has a func report
 )
 
 // benchStep is one step of a bench report: its name in the JSON report and

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fence-lock/fence/internal/chaos"
-	"github.com/fence-lock/fence/internal/chaos/check"
+	"github.com/fence-lock/fence/internal/tools/chaos"
+	"github.com/fence-lock/fence/internal/tools/chaos/check"
 )
 
 const chaosExamples = `  fence chaos --duration 1m                        # embedded server, the default faults

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fence-lock/fence/auth"
-	"github.com/fence-lock/fence/internal/testserver"
+	"github.com/fence-lock/fence/internal/tools/testserver"
 )
 
 // chaosResult is the part of fence chaos -o json that the tests look at.

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fence-lock/fence/internal/chaos"
-	"github.com/fence-lock/fence/internal/chaos/check"
+	"github.com/fence-lock/fence/internal/tools/chaos"
+	"github.com/fence-lock/fence/internal/tools/chaos/check"
 )
 
 // chaosProgress shows the progress of fence chaos on stderr (--progress):

@@ -16,11 +16,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fence-lock/fence/internal/buildinfo"
-	"github.com/fence-lock/fence/internal/chaos"
-	"github.com/fence-lock/fence/internal/chaos/check"
-	"github.com/fence-lock/fence/internal/chaos/history"
-	htmlreport "github.com/fence-lock/fence/internal/report" // main has a func report
+	"github.com/fence-lock/fence/internal/support/buildinfo"
+	"github.com/fence-lock/fence/internal/tools/chaos"
+	"github.com/fence-lock/fence/internal/tools/chaos/check"
+	"github.com/fence-lock/fence/internal/tools/chaos/history"
+	htmlreport "github.com/fence-lock/fence/internal/tools/report" // main has a func report
 )
 
 // Bounds of the report of a run, whatever its length.

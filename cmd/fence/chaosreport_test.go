@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fence-lock/fence/internal/chaos"
-	"github.com/fence-lock/fence/internal/chaos/check"
-	"github.com/fence-lock/fence/internal/chaos/history"
-	htmlreport "github.com/fence-lock/fence/internal/report"
+	"github.com/fence-lock/fence/internal/tools/chaos"
+	"github.com/fence-lock/fence/internal/tools/chaos/check"
+	"github.com/fence-lock/fence/internal/tools/chaos/history"
+	htmlreport "github.com/fence-lock/fence/internal/tools/report"
 )
 
 var (

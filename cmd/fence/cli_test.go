@@ -17,7 +17,7 @@ import (
 	"github.com/fence-lock/fence/auth"
 	"github.com/fence-lock/fence/client"
 	"github.com/fence-lock/fence/fencetest"
-	"github.com/fence-lock/fence/internal/buildinfo"
+	"github.com/fence-lock/fence/internal/support/buildinfo"
 )
 
 // closedAddr returns a loopback host:port that refuses connections.

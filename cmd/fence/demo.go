@@ -11,7 +11,7 @@ import (
 	"time"
 
 	// Named story: the subcommand's function is demo, as in the commands table.
-	story "github.com/fence-lock/fence/internal/demo"
+	story "github.com/fence-lock/fence/internal/tools/demo"
 )
 
 const demoSynopsis = `fence demo [--addr URL] [--ttl D] [--pause D] [--mermaid FILE] [-o json]

@@ -21,10 +21,10 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/auth"
+	"github.com/fence-lock/fence/engine/journal"
 	"github.com/fence-lock/fence/httpapi"
-	"github.com/fence-lock/fence/internal/gcfloor"
-	"github.com/fence-lock/fence/internal/wallclock"
-	"github.com/fence-lock/fence/journal"
+	"github.com/fence-lock/fence/internal/support/gcfloor"
+	"github.com/fence-lock/fence/internal/support/wallclock"
 	"github.com/fence-lock/fence/lock"
 	"github.com/fence-lock/fence/server"
 	"github.com/fence-lock/fence/wire"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/fence-lock/fence/internal/buildinfo"
+	"github.com/fence-lock/fence/internal/support/buildinfo"
 )
 
 const versionExamples = `  fence version

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
-	"github.com/fence-lock/fence/bolt"
+	"github.com/fence-lock/fence/engine/bolt"
+	"github.com/fence-lock/fence/engine/memory"
 	"github.com/fence-lock/fence/internal/admin"
-	"github.com/fence-lock/fence/memory"
 	"github.com/fence-lock/fence/state"
 )
 

@@ -1,0 +1,73 @@
+package check_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fence-lock/fence/internal/tools/chaos/check"
+	"github.com/fence-lock/fence/internal/tools/chaos/history"
+)
+
+// TestLeaseExclusive checks that a grant may come after the previous
+// lease's TTL from its acquire's call, or after its release was sent, or
+// after a restore, and never before.
+func TestLeaseExclusive(t *testing.T) {
+	const ttl = time.Second
+	const ms = int64(time.Millisecond)
+	check1 := func(t *testing.T, b *builder, failing ...string) check.Report {
+		t.Helper()
+		rep := check.Check(b.ops, nil, check.Options{TTL: ttl})
+		for _, c := range rep.Checkers {
+			want := true
+			for _, f := range failing {
+				want = want && c.Name != f
+			}
+			if c.OK != want {
+				t.Errorf("checker %s: OK=%v, want %v; violations: %s", c.Name, c.OK, want, violations(c))
+			}
+		}
+		return rep
+	}
+	t.Run("after the TTL", func(t *testing.T) {
+		b := &builder{}
+		b.acquire(0, "r", 1, 0, 10)
+		b.acquire(1, "r", 2, 20*ms, 1000*ms)
+		check1(t, b)
+	})
+	t.Run("after a release", func(t *testing.T) {
+		b := &builder{}
+		b.acquire(0, "r", 1, 0, 10)
+		b.release(0, "r", 1, 20, 30)
+		b.acquire(1, "r", 2, 25, 40)
+		check1(t, b)
+	})
+	t.Run("the same holder again", func(t *testing.T) {
+		b := &builder{}
+		b.acquire(0, "r", 1, 0, 10)
+		b.acquire(0, "r", 1, 20, 30)
+		check1(t, b)
+	})
+	t.Run("after a restore", func(t *testing.T) {
+		b := &builder{}
+		b.acquire(0, "r", 1, 0, 10)
+		b.add(history.Op{Client: -1, Kind: history.KindRestore, Resource: "r", Token: 1000, Call: 20, Return: 30, Outcome: history.OK})
+		b.acquire(1, "r", 1001, 40, 50)
+		check1(t, b)
+	})
+	t.Run("early", func(t *testing.T) {
+		b := &builder{}
+		prev := b.acquire(0, "r", 1, 0, 10)
+		id := b.acquire(1, "r", 2, 20*ms, 900*ms) // 900 ms into a 1 s lease
+		rep := check1(t, b, check.LeaseExclusive)
+		wantViolation(t, rep, check.LeaseExclusive, id, "could run until")
+		if v := rep.Result(check.LeaseExclusive).Violations[0]; v.Ops[1] != prev {
+			t.Fatalf("the violation names %v, not the earlier grant %d", v.Ops, prev)
+		}
+	})
+	t.Run("no TTL, not checked", func(t *testing.T) {
+		b := &builder{}
+		b.acquire(0, "r", 1, 0, 10)
+		b.acquire(1, "r", 2, 20, 30)
+		run(t, b.ops)
+	})
+}

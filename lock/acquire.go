@@ -1,0 +1,209 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/internal/support/wallclock"
+)
+
+// Acquire implements fence.Locker. The lease belongs to fence.OwnerOf(ctx).
+func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
+	start := time.Now()
+	owner := fence.OwnerOf(ctx)
+	if err := validateAcquire(resource, holder, ttl, wait); err != nil {
+		return fence.Lease{}, fmt.Errorf("lock: acquire: %w", err)
+	}
+	e, err := s.enter("acquire", resource)
+	if err != nil {
+		return fence.Lease{}, err
+	}
+	defer s.unref(resource, e) // each path below unlocks e itself
+	now := s.now()
+	s.expireLocked(resource, e, now)
+	switch {
+	case e.lease == nil && s.delayedLocked(e, now):
+		if wait <= 0 {
+			err := s.heldErrorLocked(resource, e, now)
+			e.mu.Unlock()
+			return fence.Lease{}, err
+		}
+		// Queued behind earlier waiters; the end of the delay hands off.
+	case e.lease == nil:
+		l, err := s.grantLocked(ctx, resource, e, holder, owner, ttl)
+		e.mu.Unlock()
+		if err == nil {
+			waitSeconds.Observe(time.Since(start).Seconds())
+		}
+		return l, err
+	case e.lease.Holder == holder:
+		// A retry by the holder: the same token, the TTL of this request;
+		// but only for the lease's owner, since anyone can name a holder.
+		if err := s.forbiddenLocked("acquire", resource, e, owner); err != nil {
+			e.mu.Unlock()
+			return fence.Lease{}, err
+		}
+		l, err := s.refreshLocked(ctx, resource, e, ttl, now, changeRetried)
+		e.mu.Unlock()
+		return l, err
+	case wait <= 0:
+		err := s.heldErrorLocked(resource, e, now)
+		e.mu.Unlock()
+		return fence.Lease{}, err
+	}
+	if s.MaxWaiters > 0 && len(e.queue) >= s.MaxWaiters {
+		waitersRejectedTotal.Inc()
+		err := s.heldErrorLocked(resource, e, now)
+		e.mu.Unlock()
+		return fence.Lease{}, err
+	}
+	w := &waiter{ctx: ctx, holder: holder, owner: owner, ttl: ttl, resultC: make(chan result, 1)}
+	e.queue = append(e.queue, w)
+	waiters.Inc()
+	e.mu.Unlock()
+	l, err := s.await(ctx, resource, e, w, wait)
+	if err == nil {
+		waitSeconds.Observe(time.Since(start).Seconds())
+	}
+	return l, err
+}
+
+// await waits for a queued acquire to be granted, its wait to end, or its
+// caller to go away; the last two take it out of the queue.
+func (s *Service) await(ctx context.Context, resource string, e *entry, w *waiter, wait time.Duration) (fence.Lease, error) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	var cause error
+	select {
+	case r := <-w.resultC:
+		return r.lease, r.err
+	case <-ctx.Done():
+		cause = ctx.Err()
+	case <-timer.C:
+	}
+	e.mu.Lock()
+	if dequeueLocked(e, w) {
+		var err error
+		if cause != nil {
+			err = fmt.Errorf("lock: acquire %q: %w", resource, cause)
+		} else {
+			err = s.heldErrorLocked(resource, e, s.now())
+		}
+		e.mu.Unlock()
+		return fence.Lease{}, err
+	}
+	e.mu.Unlock()
+	// The hand-off took w out of the queue before we could: its result is sent.
+	r := <-w.resultC
+	if r.err == nil && cause != nil {
+		// Granted in the instant the caller left. Releasing here could end a
+		// lease that a retry by the same holder has just been given, so the
+		// lease runs out its TTL instead (the hand-off releases grants whose
+		// callers had all gone before it answered them).
+		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, cause)
+	}
+	return r.lease, r.err
+}
+
+func dequeueLocked(e *entry, w *waiter) bool {
+	for i, q := range e.queue {
+		if q == w {
+			e.queue = append(e.queue[:i], e.queue[i+1:]...)
+			waiters.Dec()
+			return true
+		}
+	}
+	return false
+}
+
+// grantLocked issues the next token to holder, for owner; the ledger raises
+// the resource's fence, and records the owner, before this returns.
+func (s *Service) grantLocked(ctx context.Context, resource string, e *entry, holder, owner string, ttl time.Duration) (fence.Lease, error) {
+	// The deadline counts from before the ledger write: the holder's own clock
+	// started even earlier, so it never believes in a lease the service has ended.
+	expires := s.now().Add(ttl)
+	// The ledger takes the owner from ctx, which is the service's own (or
+	// another caller's) when a waiter is served: set it to the grantee's.
+	token, err := s.ledger.Grant(fence.WithOwner(ctx, owner), resource, holder, ttl, wallclock.Report(expires))
+	if err != nil {
+		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
+	}
+	return s.grantedLocked(e, fence.Lease{Resource: resource, Holder: holder, Owner: owner, Token: token, TTL: ttl, Expires: expires}, token)
+}
+
+// grantedLocked makes l, just recorded in the ledger, the resource's lease.
+func (s *Service) grantedLocked(e *entry, l fence.Lease, lastFence fence.Token) (fence.Lease, error) {
+	var err error
+	if l.Sequencer, err = s.sign(l); err != nil {
+		// The token is issued and the fence raised; the lease is recorded
+		// and expires by its TTL unless the holder retries (and gets an
+		// unsigned lease) or the service restarts.
+		s.setLeaseLocked(e, l)
+		leasesHeld.Inc()
+		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", l.Resource, err)
+	}
+	s.setLeaseLocked(e, l)
+	e.granted = time.Now()
+	grantsTotal.Inc()
+	leasesHeld.Inc()
+	s.record(changeGranted, l, lastFence)
+	return l, nil
+}
+
+func (s *Service) refreshLocked(ctx context.Context, resource string, e *entry, ttl time.Duration, now time.Time, c change) (fence.Lease, error) {
+	l := *e.lease
+	if ttl == 0 {
+		ttl = l.TTL
+	}
+	expires := now.Add(ttl)
+	lastFence, err := s.ledger.Refresh(ctx, resource, l.Token, ttl, wallclock.Report(expires))
+	if err != nil {
+		return fence.Lease{}, fmt.Errorf("lock: renew %q: %w", resource, err)
+	}
+	l.TTL, l.Expires = ttl, expires
+	s.setLeaseLocked(e, l)
+	renewalsTotal.Inc()
+	s.record(c, l, lastFence)
+	return l, nil
+}
+
+// setLeaseLocked makes l the resource's lease and arms its expiry.
+func (s *Service) setLeaseLocked(e *entry, l fence.Lease) {
+	e.lease = &l
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	// A timer that fired already and waits for e.mu finds the new deadline and does nothing.
+	e.timer = time.AfterFunc(l.Expires.Sub(s.now()), func() { s.expire(l.Resource) })
+}
+
+func clearLeaseLocked(e *entry) {
+	if !e.granted.IsZero() {
+		holdSeconds.Observe(time.Since(e.granted).Seconds())
+		e.granted = time.Time{}
+	}
+	e.lease = nil
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
+	leasesHeld.Dec()
+}
+
+func validateAcquire(resource, holder string, ttl, wait time.Duration) error {
+	if err := fence.ValidateResource(resource); err != nil {
+		return err
+	}
+	if err := fence.ValidateHolder(holder); err != nil {
+		return err
+	}
+	if ttl < fence.MinTTL || ttl > fence.MaxTTL {
+		return fmt.Errorf("%w: ttl %s is outside %s..%s", fence.ErrBadRequest, ttl, fence.MinTTL, fence.MaxTTL)
+	}
+	if wait < 0 || wait > fence.MaxWait {
+		return fmt.Errorf("%w: wait %s is outside 0..%s", fence.ErrBadRequest, wait, fence.MaxWait)
+	}
+	return nil
+}

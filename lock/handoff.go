@@ -1,0 +1,172 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/internal/support/wallclock"
+)
+
+// handOffLocked hands the resource on to the first waiter still waiting,
+// unless a lock-delay is in progress; later waiters with the same holder are
+// retries of that acquire and get the same lease.
+//
+// With ended "", it serves a free resource and leaves a held one alone.
+// Otherwise the current lease is over whatever the ledger answers (it
+// expired, or nobody waits for its grant any more), ended is the log line of
+// its end, and one ledger change ends it and grants the next waiter (see
+// passLocked). A grant whose requests have all gone while it was being
+// recorded is ended at once in the same way, so that it does not block the
+// queue for a TTL.
+func (s *Service) handOffLocked(resource string, e *entry, ended change) {
+	if e.lease != nil && ended == changeNone {
+		return
+	}
+	for {
+		if e.lease != nil {
+			l := *e.lease
+			abandoned, err := s.passLocked(s.ctx, resource, e, ended)
+			if err != nil {
+				// As when End fails alone: the lease ends in memory all the
+				// same (the next grant overwrites the record), and the first
+				// waiter gets a grant of its own below.
+				clearLeaseLocked(e)
+				s.Logger.Error("recording the end of a lease failed", "resource", resource, "token", uint64(l.Token), "error", err)
+				s.record(ended, l, 0)
+				continue
+			}
+			if !abandoned {
+				return
+			}
+			ended = changeAbandoned
+			continue
+		}
+		if s.delayedLocked(e, s.now()) {
+			return // the delay's timer hands off when it ends
+		}
+		w := s.firstWaiterLocked(resource, e)
+		if w == nil {
+			return
+		}
+		popLocked(e)
+		l, err := s.grantLocked(s.ctx, resource, e, w.holder, w.owner, w.ttl)
+		if err != nil {
+			w.resultC <- result{err: err}
+			if e.lease != nil {
+				return // recorded but not signed: it runs out its TTL
+			}
+			continue
+		}
+		if !s.serveLocked(resource, e, w, l) {
+			return
+		}
+		ended = changeAbandoned
+	}
+}
+
+// passLocked ends the current lease, logged as msg, and grants the resource
+// to the first waiter still waiting in the same ledger change (one commit,
+// with Ledger.Handoff); with nobody waiting, it ends the lease alone. On
+// failure it changes nothing in memory and returns the error: the lease is
+// still held, and the waiter still first in the queue. It reports whether the
+// new grant was abandoned: all its requests had gone when it was recorded.
+func (s *Service) passLocked(ctx context.Context, resource string, e *entry, c change) (abandoned bool, err error) {
+	old := *e.lease
+	w := s.firstWaiterLocked(resource, e)
+	if w == nil {
+		lastFence, err := s.ledger.End(ctx, resource, old.Token)
+		if err != nil {
+			return false, err
+		}
+		clearLeaseLocked(e)
+		s.record(c, old, lastFence)
+		return false, nil
+	}
+	// The deadline counts from before the ledger write, as in grantLocked.
+	expires := s.now().Add(w.ttl)
+	// ctx is the releaser's or the service's: the new lease is the waiter's.
+	token, lastFence, err := s.ledger.Handoff(fence.WithOwner(ctx, w.owner), resource, old.Token, w.holder, w.ttl, wallclock.Report(expires))
+	if err != nil {
+		return false, err
+	}
+	clearLeaseLocked(e)
+	s.record(c, old, lastFence)
+	popLocked(e)
+	l, err := s.grantedLocked(e, fence.Lease{Resource: resource, Holder: w.holder, Owner: w.owner, Token: token, TTL: w.ttl, Expires: expires}, lastFence)
+	if err != nil {
+		// Recorded but not signed: w learns why, and the lease runs out its TTL.
+		w.resultC <- result{err: err}
+		return false, nil
+	}
+	return s.serveLocked(resource, e, w, l), nil
+}
+
+// firstWaiterLocked answers and drops the waiters at the head of the queue
+// whose callers have gone, and returns the first one still waiting, left at
+// the head; nil if there is none.
+func (s *Service) firstWaiterLocked(resource string, e *entry) *waiter {
+	for len(e.queue) > 0 {
+		w := e.queue[0]
+		err := w.ctx.Err()
+		if err == nil {
+			return w
+		}
+		popLocked(e)
+		w.resultC <- result{err: fmt.Errorf("lock: acquire %q: %w", resource, err)}
+	}
+	return nil
+}
+
+// popLocked takes the first waiter out of the queue.
+func popLocked(e *entry) {
+	e.queue = e.queue[1:]
+	waiters.Dec()
+}
+
+// serveLocked answers w, taken out of the queue, and the later waiters of the
+// same holder that may use l (see owns) with l, and reports whether all of
+// them had gone: then nobody holds l, and the caller ends it at once. The
+// later waiters of the same holder but another owner get fence.ErrForbidden,
+// as an acquire arriving now would: they must not share another principal's
+// lease.
+func (s *Service) serveLocked(resource string, e *entry, w *waiter, l fence.Lease) (abandoned bool) {
+	served := []*waiter{w}
+	rest := e.queue[:0]
+	for _, q := range e.queue {
+		switch {
+		case q.holder != w.holder:
+			rest = append(rest, q)
+		case owns(l, q.owner):
+			served = append(served, q)
+			waiters.Dec()
+		default:
+			waiters.Dec()
+			q.resultC <- result{err: s.forbidden("acquire", resource, l, q.owner)}
+		}
+	}
+	e.queue = rest
+	abandoned = true
+	for _, q := range served {
+		if err := q.ctx.Err(); err != nil {
+			q.resultC <- result{err: fmt.Errorf("lock: acquire %q: %w", resource, err)}
+		} else {
+			q.resultC <- result{lease: l}
+			abandoned = false
+		}
+	}
+	return abandoned
+}
+
+// endLocked ends the current lease in the ledger and in memory, and hands
+// nothing off (a lock-delay follows). A failure to record it is logged: the
+// next grant overwrites the record anyway.
+func (s *Service) endLocked(resource string, e *entry, c change) {
+	l := *e.lease
+	clearLeaseLocked(e)
+	lastFence, err := s.ledger.End(s.ctx, resource, l.Token)
+	if err != nil {
+		s.Logger.Error("recording the end of a lease failed", "resource", resource, "token", uint64(l.Token), "error", err)
+	}
+	s.record(c, l, lastFence)
+}
