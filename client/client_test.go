@@ -23,14 +23,16 @@ func newClient(t *testing.T, s *server) *client.Client {
 func TestLease_KeepsAlive(t *testing.T) {
 	s := newServer(t)
 	c := newClient(t, s)
-	l, err := c.Acquire(t.Context(), "orders", fence.WithTTL(600*time.Millisecond))
+	// A TTL that a loaded machine running -race still renews within: one
+	// CI run lost a 600 ms lease to a renewal that took longer.
+	l, err := c.Acquire(t.Context(), "orders", fence.WithTTL(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Release(t.Context())
-	time.Sleep(3 * time.Second) // five TTLs
+	time.Sleep(6 * time.Second) // three TTLs
 	if err := l.Err(); err != nil {
-		t.Fatalf("Err=%v after 5 TTLs, want the lease kept alive", err)
+		t.Fatalf("Err=%v after 3 TTLs, want the lease kept alive", err)
 	}
 	st, err := c.Status(t.Context(), "orders")
 	if err != nil || !st.Held || st.Token != l.Token() || st.Holder != l.Holder() {

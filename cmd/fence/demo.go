@@ -67,7 +67,7 @@ func demoFlags(cfg *demoConfig, out io.Writer) *flag.FlagSet {
 	// and an exported FENCE_ADDR must not point the demo at a real one.
 	fs.Var(cmdLineOnly{&cfg.clientConfig.Addr}, "addr", "base `URL` of a running fence server (default: an embedded server in a temporary directory; FENCE_ADDR is not read)")
 	addOutputFlag(fs, &cfg.Output)
-	fs.DurationVar(&cfg.TTL, "ttl", story.DefaultTTL, "TTL of the holders' leases")
+	fs.DurationVar(&cfg.TTL, "ttl", story.DefaultTTL, "TTL of A's lease, and of B's (at least 5s)")
 	fs.DurationVar(&cfg.Pause, "pause", 0, "how long A pauses after it acquires; longer than --ttl (default: --ttl + 500ms)")
 	fs.StringVar(&cfg.mermaid, "mermaid", "", "write a Mermaid sequenceDiagram of both runs to `FILE`")
 	fs.StringVar(&cfg.Config.AuthToken, "auth-token", "", "bearer `token` for a server with authentication on (needs lock, write, read on demo-*)")

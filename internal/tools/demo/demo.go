@@ -23,10 +23,14 @@ import (
 
 // Defaults and limits of Config.
 const (
-	// DefaultTTL is the TTL of A's and B's leases.
+	// DefaultTTL is the TTL of A's lease, and of B's unless shorter than MinTTLB.
 	DefaultTTL = time.Second
 	// DefaultPauseMargin is how much longer than the TTL A pauses by default.
 	DefaultPauseMargin = 500 * time.Millisecond
+	// MinTTLB is the shortest TTL of B's lease: B does not pause, and a
+	// lease of a few hundred milliseconds, renewed on a loaded machine, may
+	// end before B writes, which is not what the demo shows.
+	MinTTLB = 5 * time.Second
 	// MaxTTL is the longest TTL a demo accepts: it waits for it, twice.
 	MaxTTL = time.Minute
 	// MaxPause is the longest pause a demo accepts.
@@ -57,8 +61,8 @@ type Config struct {
 	// "http://127.0.0.1:7700". Empty, the default, means an embedded server
 	// (see StartServer), removed at the end.
 	Addr string
-	// TTL is the TTL of the holders' leases. Zero means DefaultTTL; it must be
-	// in [fence.MinTTL, MaxTTL].
+	// TTL is the TTL of A's lease, and of B's (at least MinTTLB). Zero means
+	// DefaultTTL; it must be in [fence.MinTTL, MaxTTL].
 	TTL time.Duration
 	// Pause is how long A sleeps, without renewing, after it acquires. Zero
 	// means TTL + DefaultPauseMargin; it must be longer than TTL (or A would
@@ -413,7 +417,7 @@ func (d *driver) run(ctx context.Context, sp runSpec) (rr RunResult, err error) 
 
 	// B acquires, with a lease that renews itself, and writes while it holds it.
 	sent = tl.now()
-	leaseB, err := d.client.Acquire(ctx, sp.resource, fence.WithHolder(ActorB), fence.WithTTL(d.cfg.TTL),
+	leaseB, err := d.client.Acquire(ctx, sp.resource, fence.WithHolder(ActorB), fence.WithTTL(max(d.cfg.TTL, MinTTLB)),
 		fence.WithWait(d.cfg.TTL)) // the wait only covers a slow expiry: the lease is already gone
 	if err != nil {
 		return rr, fmt.Errorf("B's acquire: %w", err)
