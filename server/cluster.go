@@ -80,7 +80,7 @@ type node struct {
 	wg     sync.WaitGroup
 
 	mu           sync.Mutex
-	leading      *term              // non-nil while this server leads
+	leading      *serving           // non-nil while this server leads
 	epoch        state.Epoch        // the epoch this server leads under, or the last it saw
 	leader       string             // the leader's URL, "" while none
 	leaderCtx    context.Context    // ends when leader changes; forwarded requests end with it
@@ -209,7 +209,7 @@ func (n *node) lead(t state.Term) {
 	}
 	db := state.NewDB(n.engName, cache)
 	ready := func() error { return db.Err() }
-	tm, err := n.s.newTerm(n.ctx, db, db, ready, db.Close)
+	tm, err := n.s.newServing(n.ctx, db, db, ready, db.Close)
 	if err != nil {
 		log.Error("taking over failed; standing by", "epoch", uint64(t.Epoch()), "error", err)
 		resign()
@@ -320,7 +320,7 @@ func (n *node) status(ctx context.Context) (wire.ClusterStatus, error) {
 	return st, nil
 }
 
-// drain stops the lock service of the current term, if any.
+// drain stops the lock service this server serves as the leader, if any.
 func (n *node) drain() {
 	n.mu.Lock()
 	tm := n.leading

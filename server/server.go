@@ -82,21 +82,21 @@ type Server struct {
 	closeOnce sync.Once
 	drainOnce sync.Once
 	closeErr  error
-	term      *term // the embedded store's one term; nil with Store
-	node      *node // with Store: campaigns, leads and stands by
+	serving   *serving // what the embedded store serves; nil with Store
+	node      *node    // with Store: campaigns, leads and stands by
 }
 
-// term is what serves while this server leads: a store, the lock service on
-// it, and the API on both.
-type term struct {
+// serving is what serves while this server leads (always, on the embedded
+// store): a store, the lock service on it, and the API on both.
+type serving struct {
 	locks  *lock.Service
 	events *watch.Hub
 	api    *httpapi.Server
 	close  func() error // closes the store
 }
 
-// drain stops the term's lock service and ends its watch streams.
-func (t *term) drain() {
+// drain stops the lock service and ends its watch streams.
+func (t *serving) drain() {
 	t.locks.Close()
 	t.events.Close()
 }
@@ -129,19 +129,19 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.newTerm(ctx, db, db, db.Check, db.Close)
+	t, err := s.newServing(ctx, db, db, db.Check, db.Close)
 	if err != nil {
 		return nil, err
 	}
-	s.term = t
+	s.serving = t
 	var h http.Handler = t.api
 	s.handler.Store(&h)
 	return s, nil
 }
 
-// newTerm starts the lock service on ledger and the API on it and store.
+// newServing starts the lock service on ledger and the API on it and store.
 // On failure it closes the store with closeStore.
-func (s *Server) newTerm(ctx context.Context, ledger fence.Ledger, store fence.Store, ready func() error, closeStore func() error) (*term, error) {
+func (s *Server) newServing(ctx context.Context, ledger fence.Ledger, store fence.Store, ready func() error, closeStore func() error) (*serving, error) {
 	events := watch.NewHub()
 	locks := lock.NewService(ledger)
 	locks.Events = events
@@ -160,7 +160,7 @@ func (s *Server) newTerm(ctx context.Context, ledger fence.Ledger, store fence.S
 	s.configure(api)
 	api.Ready = ready
 	api.Events = events
-	return &term{locks: locks, events: events, api: api, close: closeStore}, nil
+	return &serving{locks: locks, events: events, api: api, close: closeStore}, nil
 }
 
 // configure sets what every API server of this server shares.
@@ -188,8 +188,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // shutdown for their whole wait.
 func (s *Server) Drain() {
 	s.drainOnce.Do(func() {
-		if s.term != nil {
-			s.term.drain()
+		if s.serving != nil {
+			s.serving.drain()
 		}
 		if s.node != nil {
 			s.node.drain()
@@ -203,8 +203,8 @@ func (s *Server) Drain() {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.Drain()
-		if s.term != nil {
-			s.closeErr = s.term.close()
+		if s.serving != nil {
+			s.closeErr = s.serving.close()
 		}
 		if s.node != nil {
 			s.closeErr = s.node.close()
