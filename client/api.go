@@ -418,18 +418,11 @@ func jsonBody(v any) []byte {
 	return b
 }
 
-// lockPath returns /v1/locks/{resource}{suffix}, the resource as one escaped segment.
-func lockPath(resource, suffix string) string {
-	return "/v1/locks/" + url.PathEscape(resource) + suffix
-}
-
-// kvPath returns /v1/kv/{resource}/{key}, each key segment escaped.
-func kvPath(resource, key string) string {
-	segs := strings.Split(key, "/")
-	for i, s := range segs {
-		segs[i] = url.PathEscape(s)
-	}
-	return "/v1/kv/" + url.PathEscape(resource) + "/" + strings.Join(segs, "/")
+// send returns req as a request of op, on resource and key (where op's
+// path has them): its method and path come from the API's route table.
+func send(op *wire.Op, resource, key string, req request) request {
+	req.method, req.path = op.Method, op.Path(resource, key)
+	return req
 }
 
 // Keys returns the public keys that verify the server's sequencers, from
@@ -437,7 +430,7 @@ func kvPath(resource, key string) string {
 // fence.KeySet.
 func (c *API) Keys(ctx context.Context) ([]fence.PublicKey, error) {
 	var kr wire.KeysResponse
-	if err := c.doJSON(ctx, request{method: "GET", path: "/v1/keys", retryable: true}, &kr); err != nil {
+	if err := c.doJSON(ctx, send(wire.OpGetKeys, "", "", request{retryable: true}), &kr); err != nil {
 		return nil, err
 	}
 	return kr.Keys, nil
@@ -459,12 +452,12 @@ func (c *API) List(ctx context.Context, prefix, after string, limit int) ([]fenc
 	if limit != 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	path := "/v1/locks"
+	req := send(wire.OpListLocks, "", "", request{retryable: true})
 	if len(q) > 0 {
-		path += "?" + q.Encode()
+		req.path += "?" + q.Encode()
 	}
 	var lr wire.ListResponse
-	if err := c.doJSON(ctx, request{method: "GET", path: path, retryable: true}, &lr); err != nil {
+	if err := c.doJSON(ctx, req, &lr); err != nil {
 		return nil, "", err
 	}
 	locks := make([]fence.LockStatus, 0, len(lr.Locks))
@@ -483,7 +476,7 @@ func (c *API) List(ctx context.Context, prefix, after string, limit int) ([]fenc
 // servers.
 func (c *API) Cluster(ctx context.Context) (wire.ClusterStatus, error) {
 	var st wire.ClusterStatus
-	err := c.doJSON(ctx, request{method: "GET", path: "/v1/cluster", retryable: true}, &st)
+	err := c.doJSON(ctx, send(wire.OpGetCluster, "", "", request{retryable: true}), &st)
 	return st, err
 }
 
@@ -521,7 +514,7 @@ func (c *API) Acquire(ctx context.Context, resource, holder string, ttl, wait ti
 		WaitMS int64  `json:"wait_ms"`
 	}{holder, ttl.Milliseconds(), wait.Milliseconds()})
 	var lr wire.Lease
-	if err := c.doJSON(ctx, request{method: "POST", path: lockPath(resource, "/acquire"), body: body, retryable: true}, &lr); err != nil {
+	if err := c.doJSON(ctx, send(wire.OpAcquireLock, resource, "", request{body: body, retryable: true}), &lr); err != nil {
 		return fence.Lease{}, err
 	}
 	return lr.Decode()
@@ -541,7 +534,7 @@ func (c *API) Renew(ctx context.Context, resource string, token fence.Token, ttl
 		}{token, ttl.Milliseconds()})
 	}
 	var lr wire.Lease
-	if err := c.doJSON(ctx, request{method: "POST", path: lockPath(resource, "/renew"), body: body, retryable: true}, &lr); err != nil {
+	if err := c.doJSON(ctx, send(wire.OpRenewLock, resource, "", request{body: body, retryable: true}), &lr); err != nil {
 		return fence.Lease{}, err
 	}
 	return lr.Decode()
@@ -552,13 +545,13 @@ func (c *API) Release(ctx context.Context, resource string, token fence.Token) e
 	body := jsonBody(struct {
 		Token fence.Token `json:"token"`
 	}{token})
-	return c.doJSON(ctx, request{method: "POST", path: lockPath(resource, "/release"), body: body, retryable: true}, nil)
+	return c.doJSON(ctx, send(wire.OpReleaseLock, resource, "", request{body: body, retryable: true}), nil)
 }
 
 // Status implements fence.Locker.
 func (c *API) Status(ctx context.Context, resource string) (fence.LockStatus, error) {
 	var lr wire.LockStatus
-	if err := c.doJSON(ctx, request{method: "GET", path: lockPath(resource, ""), retryable: true}, &lr); err != nil {
+	if err := c.doJSON(ctx, send(wire.OpGetLock, resource, "", request{retryable: true}), &lr); err != nil {
 		return fence.LockStatus{}, err
 	}
 	st := fence.LockStatus{Resource: lr.Resource, Held: lr.Held, Holder: lr.Holder, Token: lr.Token, LastToken: lr.LastToken}
@@ -579,7 +572,7 @@ func (c *API) Status(ctx context.Context, resource string) (fence.LockStatus, er
 // error leaves the outcome unknown.
 func (c *API) Revoke(ctx context.Context, resource string) (fence.RevokeResult, error) {
 	var ra wire.RevokeResponse
-	if err := c.doJSON(ctx, request{method: "POST", path: lockPath(resource, "/revoke"), body: []byte("{}")}, &ra); err != nil {
+	if err := c.doJSON(ctx, send(wire.OpRevokeLock, resource, "", request{body: []byte("{}")}), &ra); err != nil {
 		return fence.RevokeResult{}, err
 	}
 	return fence.RevokeResult{Resource: ra.Resource, Revoked: ra.RevokedToken, LastFence: ra.LastFence}, nil
@@ -608,7 +601,7 @@ func (c *API) Put(ctx context.Context, resource, key string, value []byte, token
 	h := withSequencer(ctx, condHeader(token, cond))
 	h.Set("Content-Type", "application/octet-stream")
 	var pr wire.PutResponse
-	req := request{method: "PUT", path: kvPath(resource, key), body: value, header: h, retryable: cond == fence.Cond{}}
+	req := send(wire.OpPutValue, resource, key, request{body: value, header: h, retryable: cond == fence.Cond{}})
 	if req.body == nil {
 		req.body = []byte{}
 	}
@@ -635,7 +628,7 @@ func (c *API) DeleteUnfenced(ctx context.Context, resource, key string, cond fen
 // Delete implements fence.Store.
 func (c *API) Delete(ctx context.Context, resource, key string, token fence.Token, cond fence.Cond) (fence.WriteResult, error) {
 	var dr wire.DeleteResponse
-	if err := c.doJSON(ctx, request{method: "DELETE", path: kvPath(resource, key), header: withSequencer(ctx, condHeader(token, cond))}, &dr); err != nil {
+	if err := c.doJSON(ctx, send(wire.OpDeleteValue, resource, key, request{header: withSequencer(ctx, condHeader(token, cond))}), &dr); err != nil {
 		return fence.WriteResult{}, err
 	}
 	return fence.WriteResult{Rev: dr.Revision, LastFence: token}, nil
@@ -643,18 +636,18 @@ func (c *API) Delete(ctx context.Context, resource, key string, token fence.Toke
 
 // Get implements fence.Store.
 func (c *API) Get(ctx context.Context, resource, key string) (fence.Item, error) {
-	resp, err := c.do(ctx, request{method: "GET", path: kvPath(resource, key), retryable: true})
+	resp, err := c.do(ctx, send(wire.OpGetValue, resource, key, request{retryable: true}))
 	if err != nil {
 		return fence.Item{}, err
 	}
 	item := fence.Item{Resource: resource, Key: key, Value: resp.body}
 	rev, err := strconv.ParseUint(strings.Trim(resp.header.Get("ETag"), `"`), 10, 64)
 	if err != nil {
-		return fence.Item{}, fmt.Errorf("client: GET %s: ETag %q: %w", kvPath(resource, key), resp.header.Get("ETag"), err)
+		return fence.Item{}, fmt.Errorf("client: GET %s: ETag %q: %w", wire.OpGetValue.Path(resource, key), resp.header.Get("ETag"), err)
 	}
 	item.Rev = fence.Rev(rev)
 	if item.Token, err = fence.ParseToken(resp.header.Get("Fencing-Token")); err != nil {
-		return fence.Item{}, fmt.Errorf("client: GET %s: %w", kvPath(resource, key), err)
+		return fence.Item{}, fmt.Errorf("client: GET %s: %w", wire.OpGetValue.Path(resource, key), err)
 	}
 	return item, nil
 }
@@ -662,14 +655,14 @@ func (c *API) Get(ctx context.Context, resource, key string) (fence.Item, error)
 // Fence implements fence.Store.
 func (c *API) Fence(ctx context.Context, resource string) (fence.Token, error) {
 	var fr wire.FenceResponse
-	err := c.doJSON(ctx, request{method: "GET", path: "/v1/fences/" + url.PathEscape(resource), retryable: true}, &fr)
+	err := c.doJSON(ctx, send(wire.OpGetFence, resource, "", request{retryable: true}), &fr)
 	return fr.LastFence, err
 }
 
 // Claim implements fence.Store.
 func (c *API) Claim(ctx context.Context, resource string, token fence.Token) (fence.WriteResult, error) {
 	var fr wire.FenceResponse
-	req := request{method: "POST", path: "/v1/fences/" + url.PathEscape(resource), header: withSequencer(ctx, condHeader(token, fence.Cond{})), retryable: true}
+	req := send(wire.OpClaimFence, resource, "", request{header: withSequencer(ctx, condHeader(token, fence.Cond{})), retryable: true})
 	if err := c.doJSON(ctx, req, &fr); err != nil {
 		return fence.WriteResult{}, err
 	}
@@ -709,7 +702,7 @@ func (c *API) Txn(ctx context.Context, t *fence.Txn) (fence.Rev, error) {
 		body.Then = append(body.Then, w)
 	}
 	var tr wire.TxnResponse
-	if err := c.doJSON(ctx, request{method: "POST", path: "/v1/txn", body: jsonBody(body), header: withSequencer(ctx, http.Header{})}, &tr); err != nil {
+	if err := c.doJSON(ctx, send(wire.OpTxn, "", "", request{body: jsonBody(body), header: withSequencer(ctx, http.Header{})}), &tr); err != nil {
 		return 0, err
 	}
 	return tr.Revision, nil

@@ -106,15 +106,15 @@ func (w *Watcher) Start() error {
 }
 
 func (w *Watcher) connect() error {
-	path := "/v1/watch"
-	if w.prefix != "" {
-		path += "?prefix=" + url.QueryEscape(w.prefix)
-	}
 	h := http.Header{}
 	if w.lastID != "" {
 		h.Set(wire.LastEventIDHeader, w.lastID)
 	}
-	resp, err := w.c.do(w.ctx, request{method: "GET", path: path, header: h, retryable: true, stream: true})
+	req := send(wire.OpWatch, "", "", request{header: h, retryable: true, stream: true})
+	if w.prefix != "" {
+		req.path += "?prefix=" + url.QueryEscape(w.prefix)
+	}
+	resp, err := w.c.do(w.ctx, req)
 	if err != nil {
 		return fmt.Errorf("client: watch: %w", err)
 	}

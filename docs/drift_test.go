@@ -18,6 +18,7 @@ import (
 
 	"github.com/fence-lock/fence/docs"
 	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/wire"
 )
 
 func loadDoc(t *testing.T) *openapi3.T {
@@ -61,6 +62,43 @@ func TestOpenAPIDriftRoutes(t *testing.T) {
 	for _, path := range doc.Paths.InMatchingOrder() {
 		if _, ok := server[path]; !ok {
 			t.Errorf("docs/openapi.yaml has %s, which the server does not", path)
+		}
+	}
+}
+
+// TestOpenAPIDriftOperations fails when an operation of the route table
+// (wire.Routes) and the document's operation of the same method and path
+// differ in operationId, in the permission it needs (x-fence-permission), or
+// in whether it needs credentials at all (security).
+func TestOpenAPIDriftOperations(t *testing.T) {
+	doc := loadDoc(t)
+	for _, rt := range wire.Routes {
+		item := doc.Paths.Value(rt.Pattern)
+		if item == nil {
+			continue // TestOpenAPIDriftRoutes says so
+		}
+		for _, op := range rt.Ops {
+			dop := item.GetOperation(op.Method)
+			if dop == nil {
+				continue // TestOpenAPIDriftRoutes says so
+			}
+			if dop.OperationID != op.ID {
+				t.Errorf("%s %s: operationId %q in docs/openapi.yaml, %q in wire.Routes", op.Method, rt.Pattern, dop.OperationID, op.ID)
+			}
+			perm, _ := dop.Extensions["x-fence-permission"].(string)
+			if wire.Perm(perm) != op.Perm {
+				t.Errorf("%s: x-fence-permission %q in docs/openapi.yaml, %q in wire.Routes", op.ID, perm, op.Perm)
+			}
+			open := dop.Security != nil && len(*dop.Security) == 0
+			optional := dop.Security != nil && slices.ContainsFunc(*dop.Security, func(r openapi3.SecurityRequirement) bool { return len(r) == 0 })
+			switch {
+			case op.Access == wire.Open && !open:
+				t.Errorf("%s: open in wire.Routes, but docs/openapi.yaml asks for credentials", op.ID)
+			case op.Access == wire.AdminIfProtected && !optional:
+				t.Errorf("%s: credentials optional in wire.Routes, but not in docs/openapi.yaml (security: [{}, bearerAuth])", op.ID)
+			case op.Access != wire.Open && op.Access != wire.AdminIfProtected && (open || optional):
+				t.Errorf("%s: needs credentials in wire.Routes, but not in docs/openapi.yaml", op.ID)
+			}
 		}
 	}
 }

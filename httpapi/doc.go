@@ -2,7 +2,10 @@
 // fence.Locker and a fence.Store; package client is its Go client, and
 // package wire the format both speak.
 //
-// Server is an http.Handler with its own router: it answers every error,
+// Server is an http.Handler with its own router, bound to wire.Routes, the
+// API's one table of operations, paths, methods and permissions that the
+// client builds its requests from and docs/openapi.yaml is checked against.
+// It answers every error,
 // including unknown paths and wrong methods, as application/problem+json
 // (RFC 9457) with a stable "code" member, from the one table of codes in
 // package wire, whose ProblemError turns a problem body back into the typed

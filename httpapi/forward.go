@@ -16,8 +16,9 @@ import (
 )
 
 // Forwarder is the Server.Forward of a standby: it passes every request to
-// the leader and its answer back, long polls included. It is safe for
-// concurrent use.
+// the leader and its answer back, long polls included, with the operation
+// that the Server matched it to (a long poll or a stream gets the deadline
+// it needs). It is safe for concurrent use.
 //
 // When no server leads, or the leader cannot be reached, it answers 503
 // not_leader: nothing was applied, and the client may retry on any server.
@@ -52,6 +53,21 @@ func (f *Forwarder) EndStreams() {
 
 type targetKey struct{}
 
+// opKey carries the operation that Server matched a request to, so that
+// the Forwarder does not match the path again.
+type opKey struct{}
+
+func withOp(ctx context.Context, op *wire.Op) context.Context {
+	return context.WithValue(ctx, opKey{}, op)
+}
+
+// opFrom returns the operation Server matched the request to; nil if the
+// Forwarder serves a request that no Server matched.
+func opFrom(ctx context.Context) *wire.Op {
+	op, _ := ctx.Value(opKey{}).(*wire.Op)
+	return op
+}
+
 func withTarget(ctx context.Context, u *url.URL) context.Context {
 	return context.WithValue(ctx, targetKey{}, u)
 }
@@ -77,18 +93,16 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.once.Do(f.init)
 	ctx, cancel := context.WithCancel(withTarget(r.Context(), target))
 	defer cancel()
-	if m, ok := matchPath(r.URL.EscapedPath()); ok {
-		// Not every ResponseWriter has a deadline; then there is none to extend.
-		switch {
-		case m.route == routeAcquire:
-			// A long poll: the leader holds the answer for up to its wait.
-			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(fence.MaxWait + 30*time.Second))
-		case m.route == routeWatch:
-			// A stream, with a heartbeat: it ends when either side goes,
-			// or when the leader changes.
-			_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-			defer context.AfterFunc(f.streams, cancel)()
-		}
+	// Not every ResponseWriter has a deadline; then there is none to extend.
+	switch opFrom(r.Context()) {
+	case wire.OpAcquireLock:
+		// A long poll: the leader holds the answer for up to its wait.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(fence.MaxWait + 30*time.Second))
+	case wire.OpWatch:
+		// A stream, with a heartbeat: it ends when either side goes,
+		// or when the leader changes.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		defer context.AfterFunc(f.streams, cancel)()
 	}
 	stop := context.AfterFunc(term, cancel)
 	defer stop()

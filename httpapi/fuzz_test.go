@@ -187,26 +187,20 @@ func FuzzParsePath(f *testing.F) {
 			checkKinds(t, err, fence.ErrBadRequest)
 			return
 		}
-		hasRes := strings.Contains(m.route.pattern, "{resource}")
+		hasRes := strings.Contains(m.route.Pattern, "{resource}")
+		hasKey := strings.Contains(m.route.Pattern, "{key}")
 		if hasRes && fence.ValidateResource(res) != nil || !hasRes && res != "" {
-			t.Fatalf("%q: accepted resource %q for %s", p, res, m.route.pattern)
+			t.Fatalf("%q: accepted resource %q for %s", p, res, m.route.Pattern)
 		}
-		if m.route == routeKV && fence.ValidateKey(key) != nil || m.route != routeKV && key != "" {
+		if hasKey && fence.ValidateKey(key) != nil || !hasKey && key != "" {
 			t.Fatalf("%q: accepted key %q", p, key)
 		}
-		// Escaping the names again gives a path that matches the same.
+		// The client's path for the same names matches the same.
 		if hasRes {
-			q := strings.Replace(m.route.pattern, "{resource}", url.PathEscape(res), 1)
-			if m.route == routeKV {
-				segs := strings.Split(key, "/")
-				for i := range segs {
-					segs[i] = url.PathEscape(segs[i])
-				}
-				q = strings.Replace(q, "{key}", strings.Join(segs, "/"), 1)
-			}
+			q := m.route.Ops[0].Path(res, key)
 			m2, ok := matchPath(q)
 			if !ok || m2.route != m.route {
-				t.Fatalf("%q: re-escaped %q does not match %s", p, q, m.route.pattern)
+				t.Fatalf("%q: re-escaped %q does not match %s", p, q, m.route.Pattern)
 			}
 			res2, key2, err := m2.params()
 			if err != nil || res2 != res || key2 != key {

@@ -141,7 +141,7 @@ func (s *Server) listLocks(c *call, _ match) error {
 		}
 		for _, l := range locks {
 			after = l.Resource
-			if c.allowed(permRead, l.Resource) != nil {
+			if c.allowed(wire.PermRead, l.Resource) != nil {
 				continue
 			}
 			resp.Locks = append(resp.Locks, wire.ListedLock{Resource: l.Resource, Holder: l.Holder, Token: l.Token,

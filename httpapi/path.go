@@ -6,130 +6,84 @@ import (
 	"strings"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
 )
 
-// route is one path pattern of the API: the methods it answers, and how.
+// handlers answer the operations of wire.Routes, the API's one route
+// table. A HEAD without a handler of its own is answered by its route's
+// GET handler (net/http drops the body).
+var handlers = map[*wire.Op]func(*Server, *call, match) error{
+	wire.OpGetHealth:        (*Server).health,
+	wire.OpGetReady:         (*Server).ready,
+	wire.OpGetMetrics:       (*Server).serveMetrics,
+	wire.OpGetOpenAPI:       (*Server).openAPI,
+	wire.OpGetCluster:       (*Server).cluster,
+	wire.OpGetKeys:          (*Server).keys,
+	wire.OpGetDashboardFile: (*Server).ui,
+	wire.OpWatch:            (*Server).watch,
+	wire.OpListLocks:        (*Server).listLocks,
+	wire.OpGetLock:          (*Server).lockStatus,
+	wire.OpAcquireLock:      (*Server).acquire,
+	wire.OpRenewLock:        (*Server).renew,
+	wire.OpReleaseLock:      (*Server).release,
+	wire.OpRevokeLock:       (*Server).revoke,
+	wire.OpGetValue:         (*Server).get,
+	wire.OpPutValue:         (*Server).put,
+	wire.OpDeleteValue:      (*Server).delete,
+	wire.OpGetFence:         (*Server).fence,
+	wire.OpClaimFence:       (*Server).claim,
+	wire.OpTxn:              (*Server).txn,
+}
+
+// route is one route of wire.Routes as the server answers it.
 type route struct {
-	pattern string            // as in the API, e.g. "/v1/kv/{resource}/{key}"; the metrics label
-	methods []string          // the methods it answers, HEAD included where GET is
+	*wire.Route
+	segs    []string          // the pattern's segments after the first '/'
+	methods []string          // the methods it answers, in the table's order
 	allow   string            // methods joined for the Allow header
-	local   bool              // answered by every server itself, never forwarded to the leader
-	exempt  bool              // not rate limited
-	browser bool              // loaded by browsers: a 401 also challenges for HTTP Basic
 	by      map[string]method // how each method is answered
 }
 
-// method is how a route answers one method.
+// method is how a route answers one method: its operation and handler.
 type method struct {
-	// access says how Server.Auth is asked, with perm: on the request's
-	// resource, once for any valid credentials, or not at all.
-	access access
-	perm   string
-	// op is the storage write the request is (put, delete, claim, txn);
-	// "" for the others.
-	op string
-	// serve answers the request.
+	*wire.Op
 	serve func(*Server, *call, match) error
 }
 
-// access is how a route is authorised.
-type access int
+// routes are wire.Routes with their handlers, in the table's order.
+var routes = bindRoutes(wire.Routes)
 
-const (
-	onResource    access = iota // a caller with perm on the resource
-	anyValid                    // any authenticated caller: the handler filters or checks per resource
-	open                        // no credentials needed
-	metricsAccess               // a caller with admin on every resource if Server.ProtectMetrics, else open
-)
-
-// Permissions that Caller.Allowed is asked for.
-const (
-	permLock  = "lock"
-	permWrite = "write"
-	permRead  = "read"
-	permAdmin = "admin"
-)
-
-// read is how GET and HEAD are answered by serve, with access and perm.
-func read(a access, perm string, serve func(*Server, *call, match) error) map[string]method {
-	m := method{access: a, perm: perm, serve: serve}
-	return map[string]method{"GET": m, "HEAD": m}
-}
-
-func newRoute(pattern string, by map[string]method) *route {
-	rt := &route{pattern: pattern, by: by}
-	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "DELETE"} {
-		if _, ok := by[m]; ok {
-			rt.methods = append(rt.methods, m)
+// bindRoutes binds every operation of table to its handler, and panics if
+// one has none: a row without a handler is a bug that no request may find.
+func bindRoutes(table []*wire.Route) []*route {
+	rs := make([]*route, len(table))
+	for i, wr := range table {
+		rt := &route{Route: wr, segs: strings.Split(strings.TrimPrefix(wr.Pattern, "/"), "/"), by: map[string]method{}}
+		for _, op := range wr.Ops {
+			serve := handlers[op]
+			if serve == nil && op.Method == "HEAD" {
+				for _, get := range wr.Ops {
+					if get.Method == "GET" {
+						serve = handlers[get]
+					}
+				}
+			}
+			if serve == nil {
+				panic(fmt.Sprintf("httpapi: %s %s (%s) has no handler", op.Method, wr.Pattern, op.ID))
+			}
+			rt.methods = append(rt.methods, op.Method)
+			rt.by[op.Method] = method{Op: op, serve: serve}
 		}
+		rt.allow = strings.Join(rt.methods, ", ")
+		rs[i] = rt
 	}
-	rt.allow = strings.Join(rt.methods, ", ")
-	return rt
-}
-
-// localRoute returns a route that every server answers itself.
-func localRoute(pattern string, by map[string]method) *route {
-	rt := newRoute(pattern, by)
-	rt.local = true
-	return rt
+	return rs
 }
 
 // allows reports whether rt answers method.
 func (rt *route) allows(method string) bool {
 	_, ok := rt.by[method]
 	return ok
-}
-
-// The routes of the API: routes is the one table that the server
-// dispatches from; matchPath finds a path's route in it.
-var (
-	routeHealthz = exemptRoute(localRoute("/healthz", read(open, "", (*Server).health)))
-	routeReadyz  = exemptRoute(localRoute("/readyz", read(open, "", (*Server).ready)))
-	routeMetrics = localRoute("/metrics", read(metricsAccess, permAdmin, (*Server).serveMetrics))
-	routeCluster = localRoute("/v1/cluster", read(anyValid, permRead, (*Server).cluster))
-	routeKeys    = localRoute("/v1/keys", read(open, "", (*Server).keys))
-	routeOpenAPI = localRoute("/v1/openapi.json", read(open, "", (*Server).openAPI))
-	// The dashboard's files: any valid credentials may load them; what
-	// they show comes from the API, filtered by the caller's grants.
-	routeUI      = browserRoute(localRoute("/ui/{file}", read(anyValid, permRead, (*Server).ui)))
-	routeLocks   = newRoute("/v1/locks", read(anyValid, permRead, (*Server).listLocks))
-	routeLock    = newRoute("/v1/locks/{resource}", read(onResource, permRead, (*Server).lockStatus))
-	routeAcquire = newRoute("/v1/locks/{resource}/acquire", map[string]method{"POST": {perm: permLock, serve: (*Server).acquire}})
-	routeRenew   = newRoute("/v1/locks/{resource}/renew", map[string]method{"POST": {perm: permLock, serve: (*Server).renew}})
-	routeRelease = newRoute("/v1/locks/{resource}/release", map[string]method{"POST": {perm: permLock, serve: (*Server).release}})
-	routeRevoke  = newRoute("/v1/locks/{resource}/revoke", map[string]method{"POST": {perm: permAdmin, serve: (*Server).revoke}})
-	routeWatch   = newRoute("/v1/watch", map[string]method{"GET": {access: anyValid, perm: permRead, serve: (*Server).watch}})
-	routeKV      = newRoute("/v1/kv/{resource}/{key}", map[string]method{
-		"GET":    {perm: permRead, serve: (*Server).get},
-		"HEAD":   {perm: permRead, serve: (*Server).get},
-		"PUT":    {perm: permWrite, op: "put", serve: (*Server).put},
-		"DELETE": {perm: permWrite, op: "delete", serve: (*Server).delete},
-	})
-	routeFences = newRoute("/v1/fences/{resource}", map[string]method{
-		"GET":  {perm: permRead, serve: (*Server).fence},
-		"HEAD": {perm: permRead, serve: (*Server).fence},
-		"POST": {perm: permWrite, op: "claim", serve: (*Server).claim},
-	})
-	// A txn is authorised per resource in its handler, after decoding.
-	routeTxn = newRoute("/v1/txn", map[string]method{"POST": {access: anyValid, perm: permWrite, op: "txn", serve: (*Server).txn}})
-
-	routes = []*route{
-		routeHealthz, routeReadyz, routeMetrics, routeCluster, routeKeys, routeOpenAPI, routeUI,
-		routeLocks, routeLock, routeAcquire, routeRenew, routeRelease, routeRevoke, routeWatch,
-		routeKV, routeFences, routeTxn,
-	}
-)
-
-// browserRoute marks rt as loaded by browsers.
-func browserRoute(rt *route) *route {
-	rt.browser = true
-	return rt
-}
-
-// exemptRoute exempts rt from rate limiting.
-func exemptRoute(rt *route) *route {
-	rt.exempt = true
-	return rt
 }
 
 // unmatched is the route label of paths that match no route.
@@ -139,85 +93,67 @@ const unmatched = "unmatched"
 type match struct {
 	route    *route
 	resource string // the escaped {resource} segment
-	key      string // the escaped {key...} rest, '/' included
+	key      string // the escaped {key} or {file} rest, '/' included
 }
 
-// matchPath matches an escaped URL path (r.URL.EscapedPath()) to a route. It
-// looks only at the path's shape, so that an unknown path is 404 and a wrong
-// method 405 whatever the parameters hold. Unlike http.ServeMux it neither
-// cleans nor redirects: "//", "." and ".." are parameters like any other.
+// matchPath matches an escaped URL path (r.URL.EscapedPath()) to a route of
+// the table. It looks only at the path's shape, so that an unknown path is
+// 404 and a wrong method 405 whatever the parameters hold. It does not use
+// http.ServeMux, which cleans paths and redirects: ".." and "." are resource
+// names like any other here (TestServeMuxCleansPaths), and a key with an
+// empty or dot segment is refused, not redirected to another key.
 func matchPath(p string) (match, bool) {
 	rest, ok := strings.CutPrefix(p, "/")
 	if !ok {
 		return match{}, false
 	}
-	switch rest {
-	case "healthz":
-		return match{route: routeHealthz}, true
-	case "readyz":
-		return match{route: routeReadyz}, true
-	case "metrics":
-		return match{route: routeMetrics}, true
-	case "v1/txn":
-		return match{route: routeTxn}, true
-	case "v1/keys":
-		return match{route: routeKeys}, true
-	case "v1/openapi.json":
-		return match{route: routeOpenAPI}, true
-	case "v1/cluster":
-		return match{route: routeCluster}, true
-	case "v1/locks":
-		return match{route: routeLocks}, true
-	case "v1/watch":
-		return match{route: routeWatch}, true
-	}
-	if rest == "ui" {
-		return match{route: routeUI}, true
-	}
-	if file, ok := strings.CutPrefix(rest, "ui/"); ok {
-		return match{route: routeUI, key: file}, true
-	}
-	rest, ok = strings.CutPrefix(rest, "v1/")
-	if !ok {
-		return match{}, false
-	}
-	coll, rest, ok := strings.Cut(rest, "/")
-	if !ok {
-		return match{}, false
-	}
-	res, rest, more := strings.Cut(rest, "/")
-	switch coll {
-	case "locks":
-		if !more {
-			return match{route: routeLock, resource: res}, true
-		}
-		switch rest {
-		case "acquire":
-			return match{route: routeAcquire, resource: res}, true
-		case "renew":
-			return match{route: routeRenew, resource: res}, true
-		case "release":
-			return match{route: routeRelease, resource: res}, true
-		case "revoke":
-			return match{route: routeRevoke, resource: res}, true
-		}
-	case "kv":
-		if more {
-			return match{route: routeKV, resource: res, key: rest}, true
-		}
-	case "fences":
-		if !more {
-			return match{route: routeFences, resource: res}, true
+	for _, rt := range routes {
+		if m, ok := rt.match(rest); ok {
+			return m, true
 		}
 	}
 	return match{}, false
+}
+
+// match matches p, a path without its first '/', to rt's pattern: a
+// literal segment matches itself, {resource} any one segment, and a last
+// {key} the rest of the path (one or more segments) or {file} the rest, or
+// nothing.
+func (rt *route) match(p string) (match, bool) {
+	m := match{route: rt}
+	for i, seg := range rt.segs {
+		last := i == len(rt.segs)-1
+		if seg == "{key}" || seg == "{file}" {
+			m.key = p
+			return m, true
+		}
+		var s string
+		var more bool
+		s, p, more = strings.Cut(p, "/")
+		if seg == "{resource}" {
+			m.resource = s
+		} else if s != seg {
+			return match{}, false
+		}
+		if !last && !more {
+			// The path ends before the pattern: only a {file} may be absent.
+			if rt.segs[i+1] == "{file}" {
+				return m, true
+			}
+			return match{}, false
+		}
+		if last && more {
+			return match{}, false
+		}
+	}
+	return m, true
 }
 
 // params decodes and validates the matched resource and key. It returns an
 // error wrapping fence.ErrBadRequest for bad percent-encoding or a name that
 // fence.ValidateResource or fence.ValidateKey rejects.
 func (m match) params() (resource, key string, err error) {
-	if strings.Contains(m.route.pattern, "{resource}") {
+	if strings.Contains(m.route.Pattern, "{resource}") {
 		resource, err = unescape("resource", m.resource)
 		if err != nil {
 			return "", "", err
@@ -226,7 +162,7 @@ func (m match) params() (resource, key string, err error) {
 			return "", "", err
 		}
 	}
-	if strings.Contains(m.route.pattern, "{key}") {
+	if strings.Contains(m.route.Pattern, "{key}") {
 		key, err = unescape("key", m.key)
 		if err != nil {
 			return "", "", err

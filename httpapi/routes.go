@@ -22,12 +22,12 @@ type Route struct {
 	Exempt bool
 }
 
-// Routes returns the routes of the API, in the order of the route table
-// (routes, in path.go).
+// Routes returns the routes of the API as the server answers them, in the
+// order of wire.Routes.
 func Routes() []Route {
 	rs := make([]Route, len(routes))
 	for i, rt := range routes {
-		rs[i] = Route{Pattern: rt.pattern, Methods: slices.Clone(rt.methods), Local: rt.local, Exempt: rt.exempt}
+		rs[i] = Route{Pattern: rt.Pattern, Methods: slices.Clone(rt.methods), Local: rt.Local, Exempt: rt.Exempt}
 	}
 	return rs
 }

@@ -214,15 +214,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.route = m.route
 	if !m.route.allows(r.Method) {
-		c.fail(fmt.Errorf("%w: %s %s; allowed: %s", wire.ErrMethodNotAllowed, r.Method, m.route.pattern, m.route.allow))
+		c.fail(fmt.Errorf("%w: %s %s; allowed: %s", wire.ErrMethodNotAllowed, r.Method, m.route.Pattern, m.route.allow))
 		return
 	}
 	if err := s.refuseCrossSite(r); err != nil {
 		c.fail(err)
 		return
 	}
-	if s.Forward != nil && !m.route.local {
-		s.Forward.ServeHTTP(c.w, r)
+	if s.Forward != nil && !m.route.Local {
+		s.Forward.ServeHTTP(c.w, r.WithContext(withOp(r.Context(), m.route.by[r.Method].Op)))
 		return
 	}
 	if err := s.admit(c, m, start); err != nil {
@@ -253,7 +253,7 @@ type Caller interface {
 func (s *Server) admit(c *call, m match, now time.Time) error {
 	how := m.route.by[c.r.Method]
 	var authErr error
-	if s.Authenticate != nil && (how.access == onResource || how.access == anyValid || how.access == metricsAccess && s.ProtectMetrics) {
+	if s.Authenticate != nil && (how.Access != wire.Open && how.Access != wire.AdminIfProtected || how.Access == wire.AdminIfProtected && s.ProtectMetrics) {
 		c.caller, authErr = s.Authenticate(c.r)
 		if authErr == nil && (c.caller == nil || c.caller.Name() == "") {
 			// An Authenticate that names nobody lets nobody in: a caller
@@ -264,7 +264,7 @@ func (s *Server) admit(c *call, m match, now time.Time) error {
 			c.caller = nil
 		}
 	}
-	if !m.route.exempt {
+	if !m.route.Exempt {
 		if err := s.rateLimit(c, now); err != nil {
 			return err
 		}
@@ -272,33 +272,33 @@ func (s *Server) admit(c *call, m match, now time.Time) error {
 	if authErr != nil {
 		return authErr
 	}
-	switch how.access {
-	case onResource:
+	switch how.Access {
+	case wire.OnResource:
 		// A resource that does not decode is checked as sent; the handler
 		// then answers bad_request to those allowed to see it.
 		resource, err := url.PathUnescape(m.resource)
 		if err != nil {
 			resource = m.resource
 		}
-		return c.allowed(how.perm, resource)
-	case metricsAccess:
+		return c.allowed(how.Perm, resource)
+	case wire.AdminIfProtected:
 		if s.ProtectMetrics {
-			return c.allowed(permAdmin, "")
+			return c.allowed(how.Perm, "")
 		}
 	}
-	return nil // open, or anyValid: the handler filters or checks per resource
+	return nil // open, or any caller: the handler filters or checks per resource
 }
 
 // allowed returns nil if the request's caller has perm on resource, or if
 // there is no authorisation; else an error wrapping fence.ErrForbidden.
-func (c *call) allowed(perm, resource string) error {
+func (c *call) allowed(perm wire.Perm, resource string) error {
 	if c.s.Authenticate == nil {
 		return nil
 	}
 	if c.caller == nil {
 		return fmt.Errorf("%w: not authenticated", fence.ErrUnauthorized)
 	}
-	if c.caller.Allowed(perm, resource) {
+	if c.caller.Allowed(string(perm), resource) {
 		return nil
 	}
 	if resource == "" {
@@ -320,17 +320,17 @@ func (c *call) ownerContext() context.Context {
 // fences and ops and read every resource of its compares.
 func (s *Server) authorizeTxn(c *call, t *fence.Txn) error {
 	for _, res := range slices.Sorted(maps.Keys(t.Fences)) {
-		if err := c.allowed(permWrite, res); err != nil {
+		if err := c.allowed(wire.PermWrite, res); err != nil {
 			return err
 		}
 	}
 	for _, op := range t.Then {
-		if err := c.allowed(permWrite, op.Resource); err != nil {
+		if err := c.allowed(wire.PermWrite, op.Resource); err != nil {
 			return err
 		}
 	}
 	for _, cm := range t.If {
-		if err := c.allowed(permRead, cm.Resource); err != nil {
+		if err := c.allowed(wire.PermRead, cm.Resource); err != nil {
 			return err
 		}
 	}
@@ -357,7 +357,7 @@ func (c *call) routeLabel() string {
 	if c.route == nil {
 		return unmatched
 	}
-	return c.route.pattern
+	return c.route.Pattern
 }
 
 // params decodes the matched resource and key into c.
@@ -404,7 +404,7 @@ func (c *call) fail(err error) {
 	if c.route != nil {
 		allow = c.route.allow
 	}
-	if errors.Is(err, fence.ErrUnauthorized) && c.route != nil && c.route.browser {
+	if errors.Is(err, fence.ErrUnauthorized) && c.route != nil && c.route.Browser {
 		// Browsers ask for a password on a Basic challenge. (The API's own
 		// 401s have none: a browser would prompt for every one of the
 		// page's requests; the page asks for a token itself.)
@@ -482,7 +482,7 @@ func (c *call) storageOp() string {
 	if c.route == nil {
 		return ""
 	}
-	return c.route.by[c.r.Method].op
+	return c.route.by[c.r.Method].Write
 }
 
 // Log keys, as in the API's JSON.

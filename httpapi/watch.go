@@ -155,7 +155,7 @@ func (s *Server) writeEvent(c *call, e watch.Event) error {
 			return cmp.Or(err, fmt.Errorf("%w: no caller", fence.ErrUnauthorized))
 		}
 		c.caller = caller
-		if c.allowed(permRead, e.Resource) != nil {
+		if c.allowed(wire.PermRead, e.Resource) != nil {
 			return nil // not this caller's to see
 		}
 	}

@@ -1,36 +1,38 @@
-// Package fake is a small in-memory fence.Locker and fence.Store for tests
-// of the HTTP API's server and client: pure logic, no I/O, a clock that
-// stands still, and injectable failures.
+// Package fake is fence's lock service and fenced store in memory for
+// tests of the HTTP API's server and client: the real rules (package lock
+// over package state, on engine/memory), with a clock that stands still, a
+// count of the calls of each method, and injectable failures. It
+// re-implements none of the rules: what the tests see over it is what a
+// server answers.
 package fake
 
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/engine/memory"
+	"github.com/fence-lock/fence/lock"
+	"github.com/fence-lock/fence/state"
 )
 
 // Now is the fake's clock: it never moves, so leases expire only when a
-// test says so.
+// test says so (Expire).
 var Now = time.Date(2025, 1, 2, 3, 4, 5, 600_000_000, time.FixedZone("X", 3600))
 
-// Service is a small in-memory fence.Locker and fence.Store for tests:
-// pure logic, no I/O, a clock that stands still. Err, when set, is returned
-// by every method; Panic makes every method panic. Leases belong to
-// fence.OwnerOf the acquire's ctx, as in lock.Service: another owner's
-// same-holder acquire, renew or release gets fence.ErrForbidden.
+// Service is a lock.Service over an engine/memory store whose clock stands
+// still at Now. Err, when set, is returned by every method before it does
+// anything; Panic makes every method panic. It is safe for concurrent use.
 type Service struct {
-	mu        sync.Mutex
-	lastToken map[string]fence.Token
-	lastFence map[string]fence.Token
-	leases    map[string]fence.Lease
-	items     map[[2]string]fence.Item
-	rev       fence.Rev
-	calls     map[string]int // method name → calls
+	locks *lock.Service
+	store *memory.DB
+
+	mu    sync.Mutex
+	clock time.Time      // the lock service's; Now but while Expire runs
+	calls map[string]int // method name → calls
 
 	Err   error // returned by every method; set it with SetErr while serving
 	Panic bool  // makes every method panic
@@ -44,17 +46,26 @@ var (
 
 // New returns an empty Service.
 func New() *Service {
-	return &Service{
-		lastToken: map[string]fence.Token{},
-		lastFence: map[string]fence.Token{},
-		leases:    map[string]fence.Lease{},
-		items:     map[[2]string]fence.Item{},
-		calls:     map[string]int{},
+	f := &Service{store: memory.New(), clock: Now, calls: map[string]int{}}
+	f.locks = lock.NewService(f.store)
+	f.locks.Clock = f.now
+	f.locks.Logger = slog.New(slog.DiscardHandler)
+	if err := f.locks.Open(context.Background()); err != nil {
+		panic(fmt.Sprintf("fake: %v", err)) // an empty store always opens
 	}
+	return f
+}
+
+func (f *Service) now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.clock
 }
 
 // enter counts a call and returns the injected error.
 func (f *Service) enter(method string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.calls[method]++
 	if f.Panic {
 		panic("fake: " + method)
@@ -76,14 +87,6 @@ func (f *Service) ResetCalls() {
 	clear(f.calls)
 }
 
-// SetLastFence sets resource's last fence, as if the store had missed a
-// grant.
-func (f *Service) SetLastFence(resource string, t fence.Token) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.lastFence[resource] = t
-}
-
 // Calls returns how often method was called.
 func (f *Service) Calls(method string) int {
 	f.mu.Lock()
@@ -102,269 +105,125 @@ func (f *Service) Mutations() int {
 	return n
 }
 
-// Expire ends resource's lease, as if its TTL had passed.
-func (f *Service) Expire(resource string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.leases, resource)
+// SetLastFence sets resource's last fence, as if the store had missed a
+// grant: the one change that no rule would make.
+func (f *Service) SetLastFence(resource string, t fence.Token) {
+	err := f.store.Update(context.Background(), func(tx state.Tx) error {
+		r, err := tx.Resource(resource)
+		if err != nil {
+			return err
+		}
+		r.LastFence = t
+		return tx.SetResource(resource, r)
+	})
+	if err != nil {
+		panic(fmt.Sprintf("fake: set last fence: %v", err)) // memory does not fail
+	}
 }
 
-// Acquire implements fence.Locker; it never queues.
-func (f *Service) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
+// Expire ends resource's lease as its TTL passing would: the clock moves to
+// the lease's expiry while the lock service looks at the resource, and then
+// back to Now.
+func (f *Service) Expire(resource string) {
+	st, err := f.locks.Status(context.Background(), resource)
+	if err != nil || !st.Held {
+		return
+	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.clock = st.Expires
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.clock = Now
+		f.mu.Unlock()
+	}()
+	f.locks.Status(context.Background(), resource) // notices the expiry
+}
+
+// Acquire implements fence.Locker.
+func (f *Service) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
 	if err := f.enter("Acquire"); err != nil {
 		return fence.Lease{}, err
 	}
-	owner := fence.OwnerOf(ctx)
-	if l, ok := f.leases[resource]; ok {
-		if l.Holder == holder && !owns(l, owner) {
-			return fence.Lease{}, errForbidden
-		}
-		if l.Holder != holder {
-			if wait > 0 {
-				// Nobody releases a fake lock while we wait: wait for the
-				// client to go away, or for the wait to pass.
-				f.mu.Unlock()
-				select {
-				case <-ctx.Done():
-				case <-time.After(wait):
-				}
-				f.mu.Lock()
-				if ctx.Err() != nil {
-					return fence.Lease{}, ctx.Err()
-				}
-			}
-			return fence.Lease{}, &fence.LockHeldError{Resource: resource, RetryAfter: l.Expires.Sub(Now)}
-		}
-		l.TTL, l.Expires = ttl, Now.Add(ttl)
-		f.leases[resource] = l
-		return l, nil
-	}
-	f.lastToken[resource]++
-	t := f.lastToken[resource]
-	f.lastFence[resource] = t
-	l := fence.Lease{Resource: resource, Holder: holder, Owner: owner, Token: t, TTL: ttl, Expires: Now.Add(ttl)}
-	f.leases[resource] = l
-	return l, nil
-}
-
-// errForbidden is the fake's answer to a call on another owner's lease.
-var errForbidden = fmt.Errorf("%w: the lease belongs to another principal", fence.ErrForbidden)
-
-// owns reports whether owner may act on l: l has no owner, or it is owner.
-func owns(l fence.Lease, owner string) bool { return l.Owner == "" || l.Owner == owner }
-
-// lease returns resource's lease if its token is t and owner may act on it.
-func (f *Service) lease(ctx context.Context, resource string, t fence.Token) (fence.Lease, error) {
-	l, ok := f.leases[resource]
-	if !ok || l.Token != t {
-		return l, &fence.LeaseLostError{Resource: resource, Presented: t, Current: l.Token}
-	}
-	if !owns(l, fence.OwnerOf(ctx)) {
-		return l, errForbidden
-	}
-	return l, nil
+	return f.locks.Acquire(ctx, resource, holder, ttl, wait)
 }
 
 // Renew implements fence.Locker.
 func (f *Service) Renew(ctx context.Context, resource string, t fence.Token, ttl time.Duration) (fence.Lease, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := f.enter("Renew"); err != nil {
 		return fence.Lease{}, err
 	}
-	l, err := f.lease(ctx, resource, t)
-	if err != nil {
-		return fence.Lease{}, err
-	}
-	if ttl != 0 {
-		l.TTL = ttl
-	}
-	l.Expires = Now.Add(l.TTL)
-	f.leases[resource] = l
-	return l, nil
+	return f.locks.Renew(ctx, resource, t, ttl)
 }
 
 // Release implements fence.Locker.
 func (f *Service) Release(ctx context.Context, resource string, t fence.Token) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := f.enter("Release"); err != nil {
 		return err
 	}
-	if _, err := f.lease(ctx, resource, t); err != nil {
-		return err
-	}
-	delete(f.leases, resource)
-	return nil
+	return f.locks.Release(ctx, resource, t)
 }
 
+// Revoke implements fence.Revoker.
 func (f *Service) Revoke(ctx context.Context, resource string) (fence.RevokeResult, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := f.enter("Revoke"); err != nil {
 		return fence.RevokeResult{}, err
 	}
-	res := fence.RevokeResult{Resource: resource, Revoked: f.leases[resource].Token}
-	delete(f.leases, resource)
-	f.lastToken[resource]++
-	res.LastFence = f.lastToken[resource]
-	f.lastFence[resource] = res.LastFence
-	return res, nil
+	return f.locks.Revoke(ctx, resource)
 }
 
+// Status implements fence.Locker.
 func (f *Service) Status(ctx context.Context, resource string) (fence.LockStatus, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := f.enter("Status"); err != nil {
 		return fence.LockStatus{}, err
 	}
-	st := fence.LockStatus{Resource: resource, LastToken: f.lastToken[resource]}
-	if l, ok := f.leases[resource]; ok {
-		st.Held, st.Holder, st.Token, st.Expires = true, l.Holder, l.Token, l.Expires
-	}
-	return st, nil
+	return f.locks.Status(ctx, resource)
 }
 
-// check applies the fencing rule: lastFence <= t <= lastToken.
-func (f *Service) check(resource string, t fence.Token) error {
-	if last := f.lastToken[resource]; t > last {
-		return &fence.TokenNotIssuedError{Resource: resource, Presented: t, LastToken: last}
-	}
-	if last := f.lastFence[resource]; t < last {
-		return &fence.FencedError{Resource: resource, Presented: t, LastFence: last}
-	}
-	return nil
-}
-
-func (f *Service) result(resource string, t fence.Token) fence.WriteResult {
-	r := fence.WriteResult{Rev: f.rev, LastFence: f.lastFence[resource]}
-	if l, ok := f.leases[resource]; ok && l.Token == t {
-		r.Holder = l.Holder
-	}
-	return r
-}
-
-func (f *Service) holds(resource, key string, c fence.Cond) bool {
-	it, ok := f.items[[2]string{resource, key}]
-	switch {
-	case c.IfMatch != 0:
-		return ok && it.Rev == c.IfMatch
-	case c.IfExists:
-		return ok
-	case c.IfAbsent:
-		return !ok
-	}
-	return true
-}
-
+// Put implements fence.Store.
 func (f *Service) Put(ctx context.Context, resource, key string, value []byte, t fence.Token, c fence.Cond) (fence.WriteResult, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := f.enter("Put"); err != nil {
 		return fence.WriteResult{}, err
 	}
-	if err := f.check(resource, t); err != nil {
-		return fence.WriteResult{}, err
-	}
-	if !f.holds(resource, key, c) {
-		return fence.WriteResult{}, fence.ErrPreconditionFailed
-	}
-	f.rev++
-	f.lastFence[resource] = t
-	f.items[[2]string{resource, key}] = fence.Item{Resource: resource, Key: key, Value: slices.Clone(value), Rev: f.rev, Token: t}
-	return f.result(resource, t), nil
+	return f.store.Put(ctx, resource, key, value, t, c)
 }
 
+// Delete implements fence.Store.
 func (f *Service) Delete(ctx context.Context, resource, key string, t fence.Token, c fence.Cond) (fence.WriteResult, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := f.enter("Delete"); err != nil {
 		return fence.WriteResult{}, err
 	}
-	if err := f.check(resource, t); err != nil {
-		return fence.WriteResult{}, err
-	}
-	if !f.holds(resource, key, c) {
-		return fence.WriteResult{}, fence.ErrPreconditionFailed
-	}
-	if _, ok := f.items[[2]string{resource, key}]; !ok {
-		return fence.WriteResult{}, fence.ErrNotFound
-	}
-	f.rev++
-	f.lastFence[resource] = t
-	delete(f.items, [2]string{resource, key})
-	return f.result(resource, t), nil
+	return f.store.Delete(ctx, resource, key, t, c)
 }
 
+// Get implements fence.Store.
 func (f *Service) Get(ctx context.Context, resource, key string) (fence.Item, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := f.enter("Get"); err != nil {
 		return fence.Item{}, err
 	}
-	it, ok := f.items[[2]string{resource, key}]
-	if !ok {
-		return fence.Item{}, fence.ErrNotFound
-	}
-	return it, nil
+	return f.store.Get(ctx, resource, key)
 }
 
+// Fence implements fence.Store.
 func (f *Service) Fence(ctx context.Context, resource string) (fence.Token, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := f.enter("Fence"); err != nil {
 		return 0, err
 	}
-	return f.lastFence[resource], nil
+	return f.store.Fence(ctx, resource)
 }
 
+// Claim implements fence.Store.
 func (f *Service) Claim(ctx context.Context, resource string, t fence.Token) (fence.WriteResult, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := f.enter("Claim"); err != nil {
 		return fence.WriteResult{}, err
 	}
-	if err := f.check(resource, t); err != nil {
-		return fence.WriteResult{}, err
-	}
-	f.lastFence[resource] = t
-	return f.result(resource, t), nil
+	return f.store.Claim(ctx, resource, t)
 }
 
+// Txn implements fence.Store.
 func (f *Service) Txn(ctx context.Context, t *fence.Txn) (fence.Rev, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := f.enter("Txn"); err != nil {
 		return 0, err
 	}
-	resources := slices.Sorted(maps.Keys(t.Fences))
-	for _, r := range resources {
-		if err := f.check(r, t.Fences[r]); err != nil {
-			return 0, err
-		}
-	}
-	for _, c := range t.If {
-		it, ok := f.items[[2]string{c.Resource, c.Key}]
-		if c.Rev == 0 && ok || c.Rev != 0 && (!ok || it.Rev != c.Rev) {
-			return 0, fence.ErrPreconditionFailed
-		}
-	}
-	if len(t.Fences) == 0 && len(t.Then) == 0 {
-		return f.rev, nil
-	}
-	f.rev++
-	for _, r := range resources {
-		f.lastFence[r] = t.Fences[r]
-	}
-	for _, op := range t.Then {
-		k := [2]string{op.Resource, op.Key}
-		if op.Kind == fence.OpPut {
-			f.items[k] = fence.Item{Resource: op.Resource, Key: op.Key, Value: slices.Clone(op.Value), Rev: f.rev, Token: t.Fences[op.Resource]}
-		} else {
-			delete(f.items, k)
-		}
-	}
-	return f.rev, nil
+	return f.store.Txn(ctx, t)
 }
