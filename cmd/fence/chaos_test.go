@@ -250,7 +250,7 @@ func TestChaos_Restore(t *testing.T) {
 // none ends early (lease-exclusive) and fencing holds. The negative control
 // times them by that wall clock: the checkers must find the grants that
 // came while another client's lease still ran. e2e's
-// TestChaos_ClusterClockSkew does the same on an etcd cluster.
+// TestChaos_ClusterSkewAndPartitions does the same on an etcd cluster.
 func TestChaos_ClockSkew(t *testing.T) {
 	args := []string{"--faults", "clock-skew,pause", "--duration", "10s", "--seed", "4", "--fault-every", "1s"}
 	t.Run("monotonic", func(t *testing.T) {

@@ -723,8 +723,13 @@ func replayCommand(in chaosReportInput) string {
 		"--faults", shellQuote(in.faults), "--fault-every", cfg.FaultEvery.String(),
 		"--clients", strconv.Itoa(cfg.Clients), "--resources", strconv.Itoa(cfg.Resources), "--keys", strconv.Itoa(cfg.Keys),
 		"--ttl", cfg.TTL.String(), "--txn-percent", strconv.Itoa(cfg.TxnPercent), "--think", cfg.Think.String())
-	if cfg.Unsafe {
-		args = append(args, "--unsafe")
+	for _, f := range []struct {
+		on   bool
+		flag string
+	}{{cfg.Unsafe, "--unsafe"}, {cfg.UnsafeJournal, "--unsafe-journal"}, {cfg.UnsafeClock, "--unsafe-clock"}} {
+		if f.on {
+			args = append(args, f.flag)
+		}
 	}
 	return strings.Join(append(env, args...), " ")
 }

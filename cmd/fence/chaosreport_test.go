@@ -427,7 +427,7 @@ func TestWriteChaosReport(t *testing.T) {
 		t.Fatalf("the made-up history has no stale-accepted violation: %+v", rep.Checkers)
 	}
 	cfg := chaos.Config{Duration: 4 * time.Second, Clients: 8, Resources: resources, Keys: 1, TTL: time.Second, Seed: 9,
-		Faults: []string{"pause", "kill", "net"}, FaultEvery: time.Second, Unsafe: true}
+		Faults: []string{"pause", "kill", "net"}, FaultEvery: time.Second, Unsafe: true, UnsafeClock: true}
 	res := &chaos.Result{History: path, Ops: int(id - 1), Faults: faults, Duration: 4300 * time.Millisecond}
 	in := chaosReportInput{cfg: cfg, faults: "pause,kill,net", res: res, rep: &rep, sum: chaosSummary(cfg, res, &rep, path)}
 	out := filepath.Join(dir, "report.html")
@@ -465,7 +465,7 @@ func TestWriteChaosReport(t *testing.T) {
 	if !strings.Contains(doc, "Drawn, a uniform sample of the ordinary events: r0: 600 of 801; besides them") {
 		t.Errorf("no note on the sample")
 	}
-	for _, want := range []string{"<td>black-hole &#34;all&#34; &amp; more</td>", "fence chaos --duration 4s --seed 9 --faults pause,kill,net", "--think 0s --unsafe</pre>"} {
+	for _, want := range []string{"<td>black-hole &#34;all&#34; &amp; more</td>", "fence chaos --duration 4s --seed 9 --faults pause,kill,net", "--think 0s --unsafe --unsafe-clock</pre>"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("the report lacks %q", want)
 		}
