@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -226,8 +227,12 @@ func bench(ctx context.Context, args []string, io stdio) error {
 		return fmt.Errorf("bench: %w", err)
 	}
 	if cfg.report != "" {
-		if err := writeBenchReport(cfg.report, &cfg, rep, started); err != nil {
-			return err
+		var page bytes.Buffer
+		if err := load.WriteHTML(&page, cfg.Config, rep, started); err != nil {
+			return fmt.Errorf("bench: --report: %w", err)
+		}
+		if err := os.WriteFile(cfg.report, page.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("bench: --report: %w", err)
 		}
 	}
 	if rep.Ops == 0 {

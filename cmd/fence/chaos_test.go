@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fence-lock/fence/auth"
+	"github.com/fence-lock/fence/internal/tools/chaos/runreport/reporttest"
 	"github.com/fence-lock/fence/internal/tools/testserver"
 )
 
@@ -164,10 +165,10 @@ func TestChaos_Guard(t *testing.T) {
 		t.Fatalf("exit %d, report %+v; history %s", code, rep, rep.History)
 	}
 	// The report draws the run through the guard, and keeps its secret.
-	doc := readChaosReport(t, html)
-	ops, faults := chaosHistoryOps(t, rep.History)
-	checkChaosMarks(t, doc, ops, nil)
-	checkChaosFaults(t, doc, faults, rep.Faults)
+	doc := reporttest.ReadPage(t, html)
+	ops, faults := reporttest.HistoryOps(t, rep.History)
+	reporttest.CheckMarks(t, doc, ops, nil)
+	reporttest.CheckFaults(t, doc, faults, rep.Faults)
 	if !strings.Contains(doc, "writes through the PostgreSQL guard") || !strings.Contains(doc, "FENCE_GUARD=… fence chaos --duration 12s --seed 3") {
 		t.Error("the report does not say that the run wrote through the guard, or how to run it again")
 	}

@@ -13,8 +13,9 @@
 // machine-readable form. For plots, a Report also has its Timeline (the
 // measured time cut into at most MaxIntervals intervals: operations, errors
 // and latency quantiles per step in each) and the latency Histograms of the
-// steps, which the JSON form leaves out. Apart from that the package writes
-// nothing: live progress goes to Config.Progress.
+// steps, which the JSON form leaves out; WriteHTML draws them in the
+// self-contained page of fence bench --report. Apart from that the package
+// writes nothing: live progress goes to Config.Progress.
 //
 // The package is not a client library for fence: it speaks just enough of
 // the HTTP API for its three workloads, on connections of its own.

@@ -1,5 +1,7 @@
 package history
 
+import "slices"
+
 // Kind is the kind of an Op.
 type Kind string
 
@@ -100,6 +102,21 @@ type Op struct {
 
 // Mutates reports whether op is a write or a txn.
 func (op *Op) Mutates() bool { return op.Kind == KindWrite || op.Kind == KindTxn }
+
+// Resources returns the resources op touches: its own, and a txn's (in
+// the order of its writes), each once.
+func (op *Op) Resources() []string {
+	var rs []string
+	if op.Resource != "" {
+		rs = append(rs, op.Resource)
+	}
+	for _, w := range op.Writes {
+		if !slices.Contains(rs, w.Resource) {
+			rs = append(rs, w.Resource)
+		}
+	}
+	return rs
+}
 
 // Write is one write of a txn.
 type Write struct {

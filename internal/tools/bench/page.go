@@ -1,12 +1,12 @@
-package main
+package bench
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
+	"io"
 	"maps"
 	"math"
-	"os"
+	"net/url"
 	"regexp"
 	"runtime"
 	"slices"
@@ -15,26 +15,25 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence/internal/support/buildinfo"
-	load "github.com/fence-lock/fence/internal/tools/bench"
-	htmlreport "github.com/fence-lock/fence/internal/tools/report" // main has a func report
+	htmlreport "github.com/fence-lock/fence/internal/tools/report" // bench has a type Report
 )
 
-// benchStep is one step of a bench report: its name in the JSON report and
+// reportStep is one step of a bench report: its name in the JSON report and
 // the Timeline, the name people read, and its latencies.
-type benchStep struct {
+type reportStep struct {
 	key, name string
-	latency   *load.Latency
+	latency   *Latency
 }
 
-// benchSteps lists the steps that rep measured, in the order of the text
+// reportSteps lists the steps that rep measured, in the order of the text
 // htmlreport.
-func benchSteps(rep *load.Report) []benchStep {
+func reportSteps(rep *Report) []reportStep {
 	acquire := "acquire"
-	if rep.Workload == load.Contended {
+	if rep.Workload == Contended {
 		acquire = "acquire (wait)"
 	}
-	var steps []benchStep
-	for _, s := range []benchStep{
+	var steps []reportStep
+	for _, s := range []reportStep{
 		{"acquire", acquire, rep.Latency.Acquire}, {"write", "write", rep.Latency.Write}, {"renew", "renew", rep.Latency.Renew},
 		{"release", "release", rep.Latency.Release}, {"cycle", "cycle", rep.Latency.Cycle},
 	} {
@@ -45,32 +44,27 @@ func benchSteps(rep *load.Report) []benchStep {
 	return steps
 }
 
-// writeBenchReport writes the HTML report of a run to path.
-func writeBenchReport(path string, cfg *benchConfig, rep *load.Report, started time.Time) error {
-	var b bytes.Buffer
-	if _, err := benchPage(cfg, rep, started).WriteTo(&b); err != nil {
-		return fmt.Errorf("bench: --report: %w", err)
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("bench: --report: %w", err)
-	}
-	return nil
+// WriteHTML writes the HTML report of a run that cfg configured and
+// that started at started (fence bench --report) to w.
+func WriteHTML(w io.Writer, cfg Config, rep *Report, started time.Time) error {
+	_, err := page(cfg, rep, started).WriteTo(w)
+	return err
 }
 
-// benchPage is the HTML report of a run: the figures of the text report,
+// page is the HTML report of a run: the figures of the text report,
 // throughput and latency over time, the latency histograms, the settings
 // and the machine the benchmark ran on.
-func benchPage(cfg *benchConfig, rep *load.Report, started time.Time) *htmlreport.Page {
+func page(cfg Config, rep *Report, started time.Time) *htmlreport.Page {
 	opName := "cycles"
-	if rep.Workload == load.Write {
+	if rep.Workload == Write {
 		opName = "writes"
 	}
 	p := &htmlreport.Page{
 		Title: fmt.Sprintf("fence bench: %s workload, %d client(s), %d resource(s)", rep.Workload, rep.Clients, rep.Resources),
 		Subtitle: fmt.Sprintf("%s against %s, measured %.2fs after a %s warm-up, started %s; fence %s",
-			opName, redactAddr(rep.Addr), rep.DurationS, cfg.Warmup, started.UTC().Format("2006-01-02 15:04:05 MST"), version()),
+			opName, redactAddr(rep.Addr), rep.DurationS, cfg.Warmup, started.UTC().Format("2006-01-02 15:04:05 MST"), buildinfo.Get().Version),
 	}
-	steps := benchSteps(rep)
+	steps := reportSteps(rep)
 
 	summary := []htmlreport.Block{}
 	if rep.Interrupted {
@@ -92,8 +86,8 @@ func benchPage(cfg *benchConfig, rep *load.Report, started time.Time) *htmlrepor
 			lat.Rows = append(lat.Rows, []string{s.name, "0", "-", "-", "-", "-", "-"})
 			continue
 		}
-		lat.Rows = append(lat.Rows, []string{s.name, strconv.FormatInt(l.Count, 10), load.FormatMS(l.Mean),
-			load.FormatMS(l.P50), load.FormatMS(l.P99), load.FormatMS(l.P999), load.FormatMS(l.Max)})
+		lat.Rows = append(lat.Rows, []string{s.name, strconv.FormatInt(l.Count, 10), FormatMS(l.Mean),
+			FormatMS(l.P50), FormatMS(l.P99), FormatMS(l.P999), FormatMS(l.Max)})
 	}
 	summary = append(summary, lat)
 	if rep.ErrorsTotal > 0 {
@@ -118,8 +112,8 @@ func benchPage(cfg *benchConfig, rep *load.Report, started time.Time) *htmlrepor
 	p.Section("Summary", "summary", summary...)
 
 	tl := rep.Timeline
-	if tl == nil { // not a Report of load.Run
-		tl = &load.Timeline{}
+	if tl == nil { // not a Report of Run
+		tl = &Timeline{}
 	}
 	every := tl.Interval.String()
 	var ops, errs []htmlreport.Point
@@ -131,7 +125,7 @@ func benchPage(cfg *benchConfig, rep *load.Report, started time.Time) *htmlrepor
 		for _, s := range steps {
 			q, ok := iv.Latency[s.key]
 			if !ok {
-				q = load.Quantiles{P50: math.NaN(), P90: math.NaN(), P99: math.NaN()}
+				q = Quantiles{P50: math.NaN(), P90: math.NaN(), P99: math.NaN()}
 			}
 			lines := byStep[s.key]
 			lines[0] = append(lines[0], htmlreport.Point{X: x, Y: q.P50})
@@ -183,7 +177,7 @@ func benchPage(cfg *benchConfig, rep *load.Report, started time.Time) *htmlrepor
 		hists)
 
 	auth := "none"
-	if cfg.Config.AuthToken != "" {
+	if cfg.AuthToken != "" {
 		auth = "a bearer token (not shown)"
 	}
 	p.Section("Configuration", "configuration",
@@ -193,7 +187,7 @@ func benchPage(cfg *benchConfig, rep *load.Report, started time.Time) *htmlrepor
 				{"server", redactAddr(rep.Addr)},
 				{"workload", string(rep.Workload)},
 				{"clients", strconv.Itoa(rep.Clients)},
-				{"resources", fmt.Sprintf("%d (%s0 … %s%d)", rep.Resources, load.ResourcePrefix, load.ResourcePrefix, rep.Resources-1)},
+				{"resources", fmt.Sprintf("%d (%s0 … %s%d)", rep.Resources, ResourcePrefix, ResourcePrefix, rep.Resources-1)},
 				{"duration", cfg.Duration.String()},
 				{"warm-up", cfg.Warmup.String()},
 				{"ttl", cfg.TTL.String()},
@@ -205,7 +199,7 @@ func benchPage(cfg *benchConfig, rep *load.Report, started time.Time) *htmlrepor
 			},
 		},
 		htmlreport.Text("The same run again:"),
-		htmlreport.Pre(benchCommand(cfg, rep)))
+		htmlreport.Pre(commandLine(cfg, rep)))
 
 	info := buildinfo.Get()
 	build := info.Version
@@ -229,9 +223,9 @@ func benchPage(cfg *benchConfig, rep *load.Report, started time.Time) *htmlrepor
 	return p
 }
 
-// benchCommand is the command line of a run with the settings of rep and
+// commandLine is the command line of a run with the settings of rep and
 // cfg, every one spelled out. It leaves the bearer token out.
-func benchCommand(cfg *benchConfig, rep *load.Report) string {
+func commandLine(cfg Config, rep *Report) string {
 	args := []string{"fence", "bench",
 		"--addr", redactAddr(rep.Addr),
 		"--workload", string(rep.Workload),
@@ -247,7 +241,7 @@ func benchCommand(cfg *benchConfig, rep *load.Report) string {
 	}
 	for i, a := range args {
 		if !shellSafe.MatchString(a) {
-			args[i] = shQuote(a)
+			args[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
 	}
 	return strings.Join(args, " ")
@@ -260,11 +254,17 @@ var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_./:,@%+=-]+$`)
 func redactAddr(addr string) string {
 	entries := strings.Split(addr, ",")
 	for i, e := range entries {
-		if strings.Contains(e, "@") {
-			entries[i] = redactStore(e)
+		if !strings.Contains(e, "@") {
+			continue
+		}
+		if u, err := url.Parse(e); err != nil {
+			entries[i] = "(unparseable URL)"
+		} else {
+			entries[i] = u.Redacted()
 		}
 	}
 	return strings.Join(entries, ",")
 }
 
+// msOf is d in milliseconds.
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
