@@ -30,14 +30,14 @@ import (
 // failures the test injects.
 type env struct {
 	f   *fake.Service
-	srv *httpapi.Server
+	srv *httpapi.Handler
 	ts  *httptest.Server
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	f := fake.New()
-	e := &env{f: f, srv: httpapi.NewServer(f, f)}
+	e := &env{f: f, srv: httpapi.NewHandler(f, f)}
 	e.srv.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	e.ts = httptest.NewServer(e.srv)
 	t.Cleanup(e.ts.Close)

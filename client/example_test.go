@@ -39,7 +39,7 @@ func exampleServer() (addr string, stop func()) {
 	if err := locks.Open(context.Background()); err != nil {
 		log.Fatal(err)
 	}
-	api := httpapi.NewServer(locks, db)
+	api := httpapi.NewHandler(locks, db)
 	api.Logger = locks.Logger
 	srv := httptest.NewServer(api)
 	return srv.URL, func() { srv.Close(); locks.Close(); db.Close(); os.RemoveAll(dir) }

@@ -34,7 +34,7 @@ func newEngine(t *testing.T) http.Handler {
 	if err := locks.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.NewServer(locks, db)
+	api := httpapi.NewHandler(locks, db)
 	api.Logger = logger
 	t.Cleanup(func() {
 		locks.Close()

@@ -52,7 +52,7 @@ func newSignedServer(t testing.TB, signer *fence.SigningKey) *server {
 	if err := locks.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.NewServer(locks, db)
+	api := httpapi.NewHandler(locks, db)
 	api.Logger = logger
 	if signer != nil {
 		api.Keys = []fence.PublicKey{signer.Public()}

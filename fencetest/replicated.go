@@ -31,7 +31,7 @@ type ReplicatedStore struct {
 }
 
 // TestReplicated checks a replicated engine: the store and ledger suites on
-// a leader's Cache (TestStore, TestLedger), and invariant 9 — once another
+// a leader's LeaderEngine (TestStore, TestLedger), and invariant 9 — once another
 // server has taken over, the old leader commits nothing and answers no read
 // from its memory; with the epoch check skipped (the negative control) its
 // stale write does get in. newStore returns a new, empty shared store.
@@ -46,7 +46,7 @@ func TestReplicated(t *testing.T, newStore func(t *testing.T) ReplicatedStore) {
 	t.Run("TakeoverWithoutEpochCheck", func(t *testing.T) { testTakeover(t, newStore, true) })
 }
 
-// Lead campaigns with r, and returns a DB on a state.Cache of the term it
+// Lead campaigns with r, and returns a DB on a state.LeaderEngine of the term it
 // wins; both end when t does.
 func Lead(t testing.TB, r Replicated) (*state.DB, state.Term) {
 	t.Helper()
@@ -56,9 +56,9 @@ func Lead(t testing.TB, r Replicated) (*state.DB, state.Term) {
 	if err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}
-	c, err := state.NewCache(ctx, r, term.Epoch())
+	c, err := state.NewLeaderEngine(ctx, r, term.Epoch())
 	if err != nil {
-		t.Fatalf("NewCache: %v", err)
+		t.Fatalf("NewLeaderEngine: %v", err)
 	}
 	db := state.NewDB("replicated", c)
 	t.Cleanup(func() {

@@ -57,7 +57,7 @@ func newAuthEnv(t *testing.T, protectMetrics bool) *env {
 	return e
 }
 
-func TestServer_Auth(t *testing.T) {
+func TestHandler_Auth(t *testing.T) {
 	e := newAuthEnv(t, false)
 	bearer := func(tok string) []string { return []string{"Authorization", "Bearer " + tok} }
 
@@ -111,7 +111,7 @@ func TestServer_Auth(t *testing.T) {
 	e.do("POST", "/v1/txn", `{"fences":{"orders":`+tok+`}}`, bearer("orders")...).problem(t, 409, "fenced")
 }
 
-func TestServer_AuthProtectMetrics(t *testing.T) {
+func TestHandler_AuthProtectMetrics(t *testing.T) {
 	e := newAuthEnv(t, true)
 	e.do("GET", "/metrics", "").problem(t, 401, "unauthorized")
 	e.do("GET", "/metrics", "", "Authorization", "Bearer reader").problem(t, 403, "forbidden")
@@ -144,10 +144,10 @@ func TestClient_AuthToken(t *testing.T) {
 	}
 }
 
-// TestServer_AuthDashboard checks that the dashboard needs valid
+// TestHandler_AuthDashboard checks that the dashboard needs valid
 // credentials when auth is on, and that its 401 asks browsers for them
 // (HTTP Basic) besides the bearer challenge the API's 401s carry.
-func TestServer_AuthDashboard(t *testing.T) {
+func TestHandler_AuthDashboard(t *testing.T) {
 	e := newAuthEnv(t, false)
 	r := e.do("GET", "/ui/", "")
 	r.problem(t, 401, "unauthorized")

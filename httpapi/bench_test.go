@@ -39,7 +39,7 @@ func benchCycle(b *testing.B, watchers int) {
 	db := memory.New()
 	locks := lock.NewService(db)
 	locks.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
-	srv := httpapi.NewServer(locks, db)
+	srv := httpapi.NewHandler(locks, db)
 	srv.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	if watchers >= 0 {
 		hub := watch.NewHub()

@@ -2,7 +2,7 @@
 // fence.Locker and a fence.Store; package client is its Go client, and
 // package wire the format both speak.
 //
-// Server is an http.Handler with its own router, bound to wire.Routes, the
+// Handler is an http.Handler with its own router, bound to wire.Routes, the
 // API's one table of operations, paths, methods and permissions that the
 // client builds its requests from and docs/openapi.yaml is checked against.
 // It answers every error,

@@ -15,9 +15,9 @@ import (
 	"github.com/fence-lock/fence/wire"
 )
 
-// Forwarder is the Server.Forward of a standby: it passes every request to
+// Forwarder is the Handler.Forward of a standby: it passes every request to
 // the leader and its answer back, long polls included, with the operation
-// that the Server matched it to (a long poll or a stream gets the deadline
+// that the Handler matched it to (a long poll or a stream gets the deadline
 // it needs). It is safe for concurrent use.
 //
 // When no server leads, or the leader cannot be reached, it answers 503
@@ -53,7 +53,7 @@ func (f *Forwarder) EndStreams() {
 
 type targetKey struct{}
 
-// opKey carries the operation that Server matched a request to, so that
+// opKey carries the operation that Handler matched a request to, so that
 // the Forwarder does not match the path again.
 type opKey struct{}
 
@@ -61,8 +61,8 @@ func withOp(ctx context.Context, op *wire.Op) context.Context {
 	return context.WithValue(ctx, opKey{}, op)
 }
 
-// opFrom returns the operation Server matched the request to; nil if the
-// Forwarder serves a request that no Server matched.
+// opFrom returns the operation Handler matched the request to; nil if the
+// Forwarder serves a request that no Handler matched.
 func opFrom(ctx context.Context) *wire.Op {
 	op, _ := ctx.Value(opKey{}).(*wire.Op)
 	return op

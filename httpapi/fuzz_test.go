@@ -219,7 +219,7 @@ func FuzzServeHTTP(f *testing.F) {
 	f.Add("PUT", "/v1/kv/r/k", "abc")
 	f.Add("DELETE", "/v1/kv/r/k", "")
 	fk := fake.New()
-	srv := NewServer(fk, fk)
+	srv := NewHandler(fk, fk)
 	srv.Logger = slog.New(slog.DiscardHandler)
 	f.Fuzz(func(t *testing.T, method, p, tok string) {
 		if p == "/metrics" {

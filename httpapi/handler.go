@@ -28,7 +28,7 @@ import (
 
 // ui answers GET /ui/{file}: the dashboard's files, index.html for /ui and
 // /ui/.
-func (s *Server) ui(c *call, m match) error {
+func (s *Handler) ui(c *call, m match) error {
 	name, err := unescape("file", m.key)
 	if err != nil {
 		return err
@@ -57,12 +57,12 @@ func (s *Server) ui(c *call, m match) error {
 }
 
 // openAPI answers GET /v1/openapi.json: the API's OpenAPI 3.1 document.
-func (s *Server) openAPI(c *call, _ match) error {
+func (s *Handler) openAPI(c *call, _ match) error {
 	c.writeRaw(bytes.TrimSpace(docs.OpenAPIJSON))
 	return nil
 }
 
-func (s *Server) keys(c *call, _ match) error {
+func (s *Handler) keys(c *call, _ match) error {
 	keys := s.Keys
 	if keys == nil {
 		keys = []fence.PublicKey{}
@@ -75,7 +75,7 @@ func (s *Server) keys(c *call, _ match) error {
 	return nil
 }
 
-func (s *Server) ready(c *call, _ match) error {
+func (s *Handler) ready(c *call, _ match) error {
 	if s.Ready != nil {
 		if err := s.Ready(); err != nil {
 			return fmt.Errorf("%w: %v", wire.ErrNotReady, err) // not_ready, whatever the cause
@@ -85,7 +85,7 @@ func (s *Server) ready(c *call, _ match) error {
 	return nil
 }
 
-func (s *Server) lockStatus(c *call, m match) error {
+func (s *Handler) lockStatus(c *call, m match) error {
 	if err := c.params(m); err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func (s *Server) lockStatus(c *call, m match) error {
 	return nil
 }
 
-func (s *Server) listLocks(c *call, _ match) error {
+func (s *Handler) listLocks(c *call, _ match) error {
 	q := c.r.URL.Query()
 	for name := range q {
 		if name != "prefix" && name != "after" && name != "limit" {
@@ -159,7 +159,7 @@ func (s *Server) listLocks(c *call, _ match) error {
 	return nil
 }
 
-func (s *Server) acquire(c *call, m match) error {
+func (s *Handler) acquire(c *call, m match) error {
 	body, err := c.readBody(maxJSONBody)
 	if err != nil {
 		return err
@@ -192,7 +192,7 @@ func (s *Server) acquire(c *call, m match) error {
 	return nil
 }
 
-func (s *Server) renew(c *call, m match) error {
+func (s *Handler) renew(c *call, m match) error {
 	body, err := c.readBody(maxJSONBody)
 	if err != nil {
 		return err
@@ -214,7 +214,7 @@ func (s *Server) renew(c *call, m match) error {
 	return nil
 }
 
-func (s *Server) release(c *call, m match) error {
+func (s *Handler) release(c *call, m match) error {
 	body, err := c.readBody(maxJSONBody)
 	if err != nil {
 		return err
@@ -239,7 +239,7 @@ func (s *Server) release(c *call, m match) error {
 // resource's fence to a new token issued to nobody, so that the old holder is
 // fenced at once. It answers 404 not_found if the Locker is not a
 // fence.Revoker. It needs the admin permission.
-func (s *Server) revoke(c *call, m match) error {
+func (s *Handler) revoke(c *call, m match) error {
 	body, err := c.readBody(maxJSONBody)
 	if err != nil {
 		return err
@@ -262,7 +262,7 @@ func (s *Server) revoke(c *call, m match) error {
 	return nil
 }
 
-func (s *Server) get(c *call, m match) error {
+func (s *Handler) get(c *call, m match) error {
 	if err := c.params(m); err != nil {
 		return err
 	}
@@ -284,7 +284,7 @@ func (s *Server) get(c *call, m match) error {
 // writeHeaders checks the Fencing-Token, If-Match and If-None-Match headers
 // of a write (a put or delete with withCond; a claim without), bad_request
 // before fence_required before invalid_token. A put or delete without a
-// token of a best-effort resource (Server.Unfenced) sets c.unfenced.
+// token of a best-effort resource (Handler.Unfenced) sets c.unfenced.
 func (c *call) writeHeaders(withCond bool) (fence.Token, fence.Cond, error) {
 	var cnd fence.Cond
 	if withCond {
@@ -303,8 +303,8 @@ func (c *call) writeHeaders(withCond bool) (fence.Token, fence.Cond, error) {
 }
 
 // unfencedStore returns the store's unfenced writes; a store without them
-// (a Server with Unfenced set over one) refuses them all.
-func (s *Server) unfencedStore() fence.UnfencedStore {
+// (a Handler with Unfenced set over one) refuses them all.
+func (s *Handler) unfencedStore() fence.UnfencedStore {
 	if u, ok := s.store.(fence.UnfencedStore); ok {
 		return u
 	}
@@ -322,10 +322,10 @@ func (noUnfenced) DeleteUnfenced(context.Context, string, string, fence.Cond) (f
 	return fence.WriteResult{}, fmt.Errorf("%w: this server's store cannot write without a token", fence.ErrFenceRequired)
 }
 
-// unfenced reports whether resource is a best-effort one (Server.Unfenced).
-func (s *Server) unfenced(resource string) bool { return hasPrefix(resource, s.Unfenced) }
+// unfenced reports whether resource is a best-effort one (Handler.Unfenced).
+func (s *Handler) unfenced(resource string) bool { return hasPrefix(resource, s.Unfenced) }
 
-func (s *Server) put(c *call, m match) error {
+func (s *Handler) put(c *call, m match) error {
 	value, err := c.readBody(fence.MaxValueSize)
 	if err != nil {
 		return err
@@ -351,7 +351,7 @@ func (s *Server) put(c *call, m match) error {
 	return nil
 }
 
-func (s *Server) delete(c *call, m match) error {
+func (s *Handler) delete(c *call, m match) error {
 	if err := c.params(m); err != nil {
 		return err
 	}
@@ -373,7 +373,7 @@ func (s *Server) delete(c *call, m match) error {
 	return nil
 }
 
-func (s *Server) fence(c *call, m match) error {
+func (s *Handler) fence(c *call, m match) error {
 	if err := c.params(m); err != nil {
 		return err
 	}
@@ -385,7 +385,7 @@ func (s *Server) fence(c *call, m match) error {
 	return nil
 }
 
-func (s *Server) claim(c *call, m match) error {
+func (s *Handler) claim(c *call, m match) error {
 	if err := c.params(m); err != nil {
 		return err
 	}
@@ -402,7 +402,7 @@ func (s *Server) claim(c *call, m match) error {
 	return nil
 }
 
-func (s *Server) txn(c *call, _ match) error {
+func (s *Handler) txn(c *call, _ match) error {
 	body, err := c.readBody(maxTxnBody)
 	if err != nil {
 		return err
@@ -448,7 +448,7 @@ func (s *Server) txn(c *call, _ match) error {
 	return nil
 }
 
-func (s *Server) cluster(c *call, _ match) error {
+func (s *Handler) cluster(c *call, _ match) error {
 	st := wire.ClusterStatus{Role: wire.RoleLeader, Epoch: 1, Store: "embedded", Servers: []wire.ClusterServer{{Role: wire.RoleLeader}}}
 	if s.Cluster != nil {
 		var err error

@@ -42,7 +42,7 @@ func (s signingLocker) Renew(ctx context.Context, resource string, token fence.T
 	return s.sign(s.Locker.Renew(ctx, resource, token, ttl))
 }
 
-func TestServer_Keys(t *testing.T) {
+func TestHandler_Keys(t *testing.T) {
 	t.Run("None", func(t *testing.T) {
 		e := newEnv(t)
 		r := e.do("GET", "/v1/keys", "")
@@ -84,10 +84,10 @@ func mustKey(t *testing.T) fence.SigningKey {
 	return k
 }
 
-func TestServer_LeaseSequencer(t *testing.T) {
+func TestHandler_LeaseSequencer(t *testing.T) {
 	f := fake.New()
 	k := mustKey(t)
-	srv := NewServer(signingLocker{f, k}, f)
+	srv := NewHandler(signingLocker{f, k}, f)
 	srv.Keys = []fence.PublicKey{k.Public()}
 	var (
 		mu   sync.Mutex

@@ -59,7 +59,7 @@ func init() {
 	}
 }
 
-// logSampler hands out the budgets of log lines of one Server.
+// logSampler hands out the budgets of log lines of one Handler.
 type logSampler struct {
 	once    sync.Once
 	mu      sync.Mutex

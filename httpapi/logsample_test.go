@@ -12,12 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// TestServer_RejectionLogBounded floods the server with bad requests: only
+// TestHandler_RejectionLogBounded floods the server with bad requests: only
 // the class's burst of them is logged, the rest are counted, and a fenced
 // write rejected during the flood is still logged, from its own budget.
-func TestServer_RejectionLogBounded(t *testing.T) {
+func TestHandler_RejectionLogBounded(t *testing.T) {
 	fk := fake.New()
-	srv := NewServer(fk, fk)
+	srv := NewHandler(fk, fk)
 	var log bytes.Buffer
 	srv.Logger = slog.New(slog.NewJSONHandler(&log, nil))
 	before := testutil.ToFloat64(rejectionLogSuppressed.WithLabelValues(logOther))

@@ -5,7 +5,7 @@ import (
 )
 
 // Metrics of the HTTP API (see Metrics), served with the others at GET
-// /metrics from Server.Gatherer. None has a per-resource label: resource names are
+// /metrics from Handler.Gatherer. None has a per-resource label: resource names are
 // unbounded. The lock service owns the fence_lock_* metrics.
 var (
 	// storageWrites counts accepted storage writes by op: put, delete,
@@ -29,21 +29,21 @@ var (
 		Help: "Requests answered with a problem, by route pattern and problem code.",
 	}, []string{"route", "code"})
 
-	// rateLimitedTotal counts requests refused by Server.RateLimit.
+	// rateLimitedTotal counts requests refused by Handler.RateLimit.
 	rateLimitedTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fence_http_rate_limited_total",
-		Help: "Requests answered 429 rate_limited because their client was over Server.RateLimit.",
+		Help: "Requests answered 429 rate_limited because their client was over its rate limit (fence serve --rate-limit).",
 	})
 
-	// waitsRefused counts acquires not let wait by Server.WaitersPerClient
-	// or Server.Waiters.
+	// waitsRefused counts acquires not let wait by Handler.WaitersPerClient
+	// or Handler.Waiters.
 	waitsRefused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fence_http_waits_refused_total",
 		Help: "Acquires with wait_ms that were tried once instead of waiting, because their client or the server had as many waiting as allowed (fence serve --max-client-waiters, --max-total-waiters).",
 	})
 
 	// watchesRefused counts watch streams refused by
-	// Server.WatchersPerClient or Server.Watchers.
+	// Handler.WatchersPerClient or Handler.Watchers.
 	watchesRefused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fence_http_watches_refused_total",
 		Help: "Watch streams answered 429 because their client or the server had as many open as allowed (fence serve --max-client-watchers, --max-total-watchers).",
@@ -68,8 +68,8 @@ var (
 // rejection, rejection-log, rate-limit, waiter and watcher metrics fence_http_*, fence_storage_writes_total,
 // fence_storage_rejections_total, fence_watch_*; fence serve's connection
 // metrics are its own),
-// shared by every Server of the process. The package registers them
-// nowhere: register them in the registry that Server.Gatherer serves.
+// shared by every Handler of the process. The package registers them
+// nowhere: register them in the registry that Handler.Gatherer serves.
 func Metrics() []prometheus.Collector {
 	return []prometheus.Collector{storageWrites, storageRejections, httpRejections, requestDuration, rateLimitedTotal,
 		waitsRefused, watchesRefused, watchStreams, watchCutoffs, watchEvents, rejectionLogSuppressed}

@@ -21,7 +21,7 @@ var crossOrigin = http.NewCrossOriginProtection()
 // its own. A cross-origin change is forbidden; and since a browser sends
 // Basic credentials to every route of the origin, they are accepted only
 // for reads, the dashboard's, and never for a change, whatever its origin.
-func (s *Server) refuseCrossSite(r *http.Request) error {
+func (s *Handler) refuseCrossSite(r *http.Request) error {
 	if err := crossOrigin.Check(r); err != nil {
 		return fmt.Errorf("%w: %v: a page of another origin may not make a browser change fence's state", fence.ErrForbidden, err)
 	}

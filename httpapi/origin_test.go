@@ -5,11 +5,11 @@ import (
 	"testing"
 )
 
-// TestServer_CrossSite checks that a change a page of another origin makes a
+// TestHandler_CrossSite checks that a change a page of another origin makes a
 // browser send is forbidden, whatever credentials the browser attaches,
 // that a browser's HTTP Basic credentials are taken for reads only, and
 // that clients that are not browsers, and the dashboard's own reads, pass.
-func TestServer_CrossSite(t *testing.T) {
+func TestHandler_CrossSite(t *testing.T) {
 	e := newAuthEnv(t, false)
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("anyone:admin"))
 	acquire := `{"holder":"evil","ttl_ms":86400000}`

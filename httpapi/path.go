@@ -12,27 +12,27 @@ import (
 // handlers answer the operations of wire.Routes, the API's one route
 // table. A HEAD without a handler of its own is answered by its route's
 // GET handler (net/http drops the body).
-var handlers = map[*wire.Op]func(*Server, *call, match) error{
-	wire.OpGetHealth:        (*Server).health,
-	wire.OpGetReady:         (*Server).ready,
-	wire.OpGetMetrics:       (*Server).serveMetrics,
-	wire.OpGetOpenAPI:       (*Server).openAPI,
-	wire.OpGetCluster:       (*Server).cluster,
-	wire.OpGetKeys:          (*Server).keys,
-	wire.OpGetDashboardFile: (*Server).ui,
-	wire.OpWatch:            (*Server).watch,
-	wire.OpListLocks:        (*Server).listLocks,
-	wire.OpGetLock:          (*Server).lockStatus,
-	wire.OpAcquireLock:      (*Server).acquire,
-	wire.OpRenewLock:        (*Server).renew,
-	wire.OpReleaseLock:      (*Server).release,
-	wire.OpRevokeLock:       (*Server).revoke,
-	wire.OpGetValue:         (*Server).get,
-	wire.OpPutValue:         (*Server).put,
-	wire.OpDeleteValue:      (*Server).delete,
-	wire.OpGetFence:         (*Server).fence,
-	wire.OpClaimFence:       (*Server).claim,
-	wire.OpTxn:              (*Server).txn,
+var handlers = map[*wire.Op]func(*Handler, *call, match) error{
+	wire.OpGetHealth:        (*Handler).health,
+	wire.OpGetReady:         (*Handler).ready,
+	wire.OpGetMetrics:       (*Handler).serveMetrics,
+	wire.OpGetOpenAPI:       (*Handler).openAPI,
+	wire.OpGetCluster:       (*Handler).cluster,
+	wire.OpGetKeys:          (*Handler).keys,
+	wire.OpGetDashboardFile: (*Handler).ui,
+	wire.OpWatch:            (*Handler).watch,
+	wire.OpListLocks:        (*Handler).listLocks,
+	wire.OpGetLock:          (*Handler).lockStatus,
+	wire.OpAcquireLock:      (*Handler).acquire,
+	wire.OpRenewLock:        (*Handler).renew,
+	wire.OpReleaseLock:      (*Handler).release,
+	wire.OpRevokeLock:       (*Handler).revoke,
+	wire.OpGetValue:         (*Handler).get,
+	wire.OpPutValue:         (*Handler).put,
+	wire.OpDeleteValue:      (*Handler).delete,
+	wire.OpGetFence:         (*Handler).fence,
+	wire.OpClaimFence:       (*Handler).claim,
+	wire.OpTxn:              (*Handler).txn,
 }
 
 // route is one route of wire.Routes as the server answers it.
@@ -47,7 +47,7 @@ type route struct {
 // method is how a route answers one method: its operation and handler.
 type method struct {
 	*wire.Op
-	serve func(*Server, *call, match) error
+	serve func(*Handler, *call, match) error
 }
 
 // routes are wire.Routes with their handlers, in the table's order.

@@ -10,7 +10,7 @@ import (
 )
 
 // WriteProblem answers err as a problem of the API, with the status, code
-// and members of the error's entry in wire.Codes, as the Server does.
+// and members of the error's entry in wire.Codes, as the Handler does.
 func WriteProblem(w http.ResponseWriter, err error) { writeProblem(w, err, "") }
 
 // writeProblem answers err as a problem. It adds Retry-After to lock_held and

@@ -140,7 +140,7 @@ func SourceOf(remote string) string {
 }
 
 // rateLimit checks c against its client's limiter, if s.RateLimit is set.
-func (s *Server) rateLimit(c *call, now time.Time) error {
+func (s *Handler) rateLimit(c *call, now time.Time) error {
 	if s.RateLimit <= 0 || s.RateLimit == rate.Inf {
 		return nil
 	}

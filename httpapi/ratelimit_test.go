@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-func TestServer_RateLimit(t *testing.T) {
+func TestHandler_RateLimit(t *testing.T) {
 	fk := fake.New()
-	srv := NewServer(fk, fk)
+	srv := NewHandler(fk, fk)
 	srv.Logger = slog.New(slog.DiscardHandler)
 	srv.RateLimit = 0.5 // one token every 2 s
 	srv.RateBurst = 2
@@ -91,13 +91,13 @@ func TestServer_RateLimit(t *testing.T) {
 	}
 }
 
-// TestServer_RateLimitBadCredentials floods the server with a new bearer
+// TestHandler_RateLimitBadCredentials floods the server with a new bearer
 // token on every request, spelled every way a header can be: requests
 // that fail authentication are charged to their source address, so the
 // flood is rate limited at once and the table of clients does not grow.
-func TestServer_RateLimitBadCredentials(t *testing.T) {
+func TestHandler_RateLimitBadCredentials(t *testing.T) {
 	fk := fake.New()
-	srv := NewServer(fk, fk)
+	srv := NewHandler(fk, fk)
 	srv.Logger = slog.New(slog.DiscardHandler)
 	srv.RateLimit, srv.RateBurst = 1, 5
 	srv.Authenticate = testAuth(map[string][]string{"alice": {"read:*"}})
@@ -202,9 +202,9 @@ func TestLimiters_Evict(t *testing.T) {
 	}
 }
 
-func TestServer_RateLimitOff(t *testing.T) {
+func TestHandler_RateLimitOff(t *testing.T) {
 	fk := fake.New()
-	srv := NewServer(fk, fk)
+	srv := NewHandler(fk, fk)
 	srv.Logger = slog.New(slog.DiscardHandler)
 	for i := range 50 {
 		w := httptest.NewRecorder()

@@ -25,17 +25,17 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Server serves the fence v1 HTTP API over a fence.Locker and a fence.Store.
-// It is an http.Handler; build it with NewServer and set its fields before
+// Handler serves the fence v1 HTTP API over a fence.Locker and a fence.Store.
+// It is an http.Handler; build it with NewHandler and set its fields before
 // it serves. It is safe for concurrent use.
 //
 // A long-polling acquire extends its own connection's write deadline, so an
 // http.Server's WriteTimeout (30 s, say) does not cut waits of up to
 // fence.MaxWait short.
-type Server struct {
+type Handler struct {
 	// Logger receives one line per accepted storage write ("write accepted",
 	// Info) and per rejected request ("request rejected", Warn; Error for
-	// internal errors, with the cause). NewServer sets slog.Default(); nil
+	// internal errors, with the cause). NewHandler sets slog.Default(); nil
 	// means slog.Default() too. Those lines carry no source location (see
 	// internal/support/logline).
 	Logger *slog.Logger
@@ -152,17 +152,17 @@ type Server struct {
 	store      fence.Store
 }
 
-// NewServer returns a Server that answers lock requests with locker and
+// NewHandler returns a Handler that answers lock requests with locker and
 // storage requests with store. Both must be non-nil, unless Forward is set.
-func NewServer(locker fence.Locker, store fence.Store) *Server {
-	return &Server{
+func NewHandler(locker fence.Locker, store fence.Store) *Handler {
+	return &Handler{
 		Logger: slog.Default(),
 		locker: locker,
 		store:  store,
 	}
 }
 
-func (s *Server) logger() *slog.Logger {
+func (s *Handler) logger() *slog.Logger {
 	if s.Logger == nil {
 		return slog.Default()
 	}
@@ -171,7 +171,7 @@ func (s *Server) logger() *slog.Logger {
 
 // call is one request being served, with what is known of it for the log.
 type call struct {
-	s     *Server
+	s     *Handler
 	w     *recorder
 	r     *http.Request
 	route *route // nil if the path matched no route
@@ -188,7 +188,7 @@ type call struct {
 // ServeHTTP implements http.Handler. It routes on r.URL.EscapedPath(), so
 // that a percent-encoded '/' stays inside its segment, and answers every
 // error as a problem.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	c := &call{s: s, w: &recorder{ResponseWriter: w}, r: r}
 	defer func() {
@@ -235,7 +235,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Caller is the authenticated sender of a request, as
-// Server.Authenticate finds it.
+// Handler.Authenticate finds it.
 type Caller interface {
 	// Name identifies the caller: the rate limit and the leases of a
 	// caller are its own.
@@ -250,7 +250,7 @@ type Caller interface {
 // client's rate limit, and authorises it as the method of m's route says. A
 // request that fails authentication is charged to its source address, so
 // that bad credentials are rate limited too.
-func (s *Server) admit(c *call, m match, now time.Time) error {
+func (s *Handler) admit(c *call, m match, now time.Time) error {
 	how := m.route.by[c.r.Method]
 	var authErr error
 	if s.Authenticate != nil && (how.Access != wire.Open && how.Access != wire.AdminIfProtected || how.Access == wire.AdminIfProtected && s.ProtectMetrics) {
@@ -318,7 +318,7 @@ func (c *call) ownerContext() context.Context {
 
 // authorizeTxn checks that the caller may write every resource of t's
 // fences and ops and read every resource of its compares.
-func (s *Server) authorizeTxn(c *call, t *fence.Txn) error {
+func (s *Handler) authorizeTxn(c *call, t *fence.Txn) error {
 	for _, res := range slices.Sorted(maps.Keys(t.Fences)) {
 		if err := c.allowed(wire.PermWrite, res); err != nil {
 			return err
@@ -338,13 +338,13 @@ func (s *Server) authorizeTxn(c *call, t *fence.Txn) error {
 }
 
 // health answers GET /healthz.
-func (s *Server) health(c *call, _ match) error {
+func (s *Handler) health(c *call, _ match) error {
 	c.writeJSON(wire.Health{Status: "ok"})
 	return nil
 }
 
 // serveMetrics answers GET /metrics.
-func (s *Server) serveMetrics(c *call, _ match) error {
+func (s *Handler) serveMetrics(c *call, _ match) error {
 	g := s.Gatherer
 	if g == nil {
 		g = prometheus.DefaultGatherer

@@ -68,11 +68,11 @@ func (b *syncBuffer) reset() {
 	b.b.Reset()
 }
 
-// env is a Server over a fake, behind an httptest.Server.
+// env is a Handler over a fake, behind an httptest.Server.
 type env struct {
 	t    *testing.T
 	f    *fake.Service
-	srv  *Server
+	srv  *Handler
 	ts   *httptest.Server
 	logs *syncBuffer
 }
@@ -80,7 +80,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	f := fake.New()
-	e := &env{t: t, f: f, srv: NewServer(f, f), logs: &syncBuffer{}}
+	e := &env{t: t, f: f, srv: NewHandler(f, f), logs: &syncBuffer{}}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(Metrics()...)
 	e.srv.Gatherer = reg
@@ -203,7 +203,7 @@ func checkBody(t *testing.T, got map[string]any, want map[string]any) {
 	}
 }
 
-func TestServer_Health(t *testing.T) {
+func TestHandler_Health(t *testing.T) {
 	e := newEnv(t)
 	t.Run("Healthz", func(t *testing.T) {
 		checkBody(t, e.do("GET", "/healthz", "").ok(t), map[string]any{"status": "ok"})
@@ -242,7 +242,7 @@ func TestServer_Health(t *testing.T) {
 	})
 }
 
-func TestServer_Lock(t *testing.T) {
+func TestHandler_Lock(t *testing.T) {
 	e := newEnv(t)
 	t.Run("Acquire", func(t *testing.T) {
 		b := e.do("POST", "/v1/locks/orders%2F17/acquire", `{"holder":"worker-a","ttl_ms":1500}`).ok(t)
@@ -328,7 +328,7 @@ func TestServer_Lock(t *testing.T) {
 	})
 }
 
-func TestServer_Revoke(t *testing.T) {
+func TestHandler_Revoke(t *testing.T) {
 	e := newEnv(t)
 	tok := e.acquire("orders%2F17", "worker-a")
 	t.Run("OK", func(t *testing.T) {
@@ -376,7 +376,7 @@ func TestServer_Revoke(t *testing.T) {
 	})
 	t.Run("NotARevoker", func(t *testing.T) {
 		f := fake.New()
-		ts := httptest.NewServer(NewServer(struct{ fence.Locker }{f}, f))
+		ts := httptest.NewServer(NewHandler(struct{ fence.Locker }{f}, f))
 		t.Cleanup(ts.Close)
 		resp, err := ts.Client().Post(ts.URL+"/v1/locks/r/revoke", "application/json", nil)
 		if err != nil {
@@ -389,7 +389,7 @@ func TestServer_Revoke(t *testing.T) {
 	})
 }
 
-func TestServer_KV(t *testing.T) {
+func TestHandler_KV(t *testing.T) {
 	e := newEnv(t)
 	tok := e.acquire("orders%2F17", "worker-a")
 	ft := "Fencing-Token"
@@ -469,7 +469,7 @@ func TestServer_KV(t *testing.T) {
 	})
 }
 
-func TestServer_Fences(t *testing.T) {
+func TestHandler_Fences(t *testing.T) {
 	e := newEnv(t)
 	t.Run("Unknown", func(t *testing.T) {
 		checkBody(t, e.do("GET", "/v1/fences/a%2Fb", "").ok(t), map[string]any{"resource": "a/b", "last_fence": 0})
@@ -490,7 +490,7 @@ func TestServer_Fences(t *testing.T) {
 	})
 }
 
-func TestServer_Txn(t *testing.T) {
+func TestHandler_Txn(t *testing.T) {
 	e := newEnv(t)
 	o, s := e.acquire("orders", "w"), e.acquire("stock", "w")
 	e.do("PUT", "/v1/kv/stock/hold-9", "1", "Fencing-Token", s.String()).ok(t)
@@ -532,7 +532,7 @@ func TestServer_Txn(t *testing.T) {
 	})
 }
 
-func TestServer_Routing(t *testing.T) {
+func TestHandler_Routing(t *testing.T) {
 	e := newEnv(t)
 	t.Run("NotFound", func(t *testing.T) {
 		for _, p := range []string{"/", "/v1", "/v1/fences", "/v1/kv/r", "/v2/txn", "/healthz/", "/v1/locks/r/steal", "/favicon.ico"} {
@@ -574,9 +574,9 @@ func TestServer_Routing(t *testing.T) {
 	}
 }
 
-// TestServer_Precedence checks the API's order: too_large, bad_request,
+// TestHandler_Precedence checks the API's order: too_large, bad_request,
 // fence_required, invalid_token, then the store's answers.
-func TestServer_Precedence(t *testing.T) {
+func TestHandler_Precedence(t *testing.T) {
 	e := newEnv(t)
 	big := strings.Repeat("x", fence.MaxValueSize+1)
 	tests := []struct {
@@ -617,9 +617,9 @@ func TestServer_Precedence(t *testing.T) {
 	}
 }
 
-// TestServer_RejectedNeverMutates sends requests that the server must reject
+// TestHandler_RejectedNeverMutates sends requests that the server must reject
 // before they reach a mutating method of the Locker or Store.
-func TestServer_RejectedNeverMutates(t *testing.T) {
+func TestHandler_RejectedNeverMutates(t *testing.T) {
 	e := newEnv(t)
 	badTok := []string{"abc", "-1", "0", "1.5", "+5", "0x10", "1e3", "9223372036854775808", "6ba7b810-9dad-11d1-80b4-00c04fd430c8"}
 	type req struct {
@@ -660,9 +660,9 @@ func TestServer_RejectedNeverMutates(t *testing.T) {
 	}
 }
 
-// TestServer_TooLargeBeforeReading sends a Content-Length over the limit and
+// TestHandler_TooLargeBeforeReading sends a Content-Length over the limit and
 // no body: the 413 must come back without the server waiting for the body.
-func TestServer_TooLargeBeforeReading(t *testing.T) {
+func TestHandler_TooLargeBeforeReading(t *testing.T) {
 	e := newEnv(t)
 	for _, tt := range []struct{ method, path string }{
 		{"PUT", "/v1/kv/r/k"},
@@ -695,8 +695,8 @@ func TestServer_TooLargeBeforeReading(t *testing.T) {
 	}
 }
 
-// TestServer_TooLargeChunked sends a body without Content-Length.
-func TestServer_TooLargeChunked(t *testing.T) {
+// TestHandler_TooLargeChunked sends a body without Content-Length.
+func TestHandler_TooLargeChunked(t *testing.T) {
 	e := newEnv(t)
 	for _, n := range []int{fence.MaxValueSize, fence.MaxValueSize + 1} {
 		pr, pw := io.Pipe()
@@ -747,11 +747,11 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
-// TestServer_LongPoll checks that an acquire that waits longer than the
+// TestHandler_LongPoll checks that an acquire that waits longer than the
 // server's WriteTimeout still gets its answer.
-func TestServer_LongPoll(t *testing.T) {
+func TestHandler_LongPoll(t *testing.T) {
 	f := fake.New()
-	srv := NewServer(f, f)
+	srv := NewHandler(f, f)
 	srv.Logger = slog.New(slog.DiscardHandler)
 	ts := httptest.NewUnstartedServer(srv)
 	ts.Config.WriteTimeout = 100 * time.Millisecond
@@ -767,9 +767,9 @@ func TestServer_LongPoll(t *testing.T) {
 	}
 }
 
-// TestServer_AcquireCanceled checks that a client that goes away ends its
+// TestHandler_AcquireCanceled checks that a client that goes away ends its
 // waiting acquire.
-func TestServer_AcquireCanceled(t *testing.T) {
+func TestHandler_AcquireCanceled(t *testing.T) {
 	e := newEnv(t)
 	e.acquire("r", "a")
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
@@ -796,7 +796,7 @@ func TestServer_AcquireCanceled(t *testing.T) {
 	}
 }
 
-func TestServer_Panic(t *testing.T) {
+func TestHandler_Panic(t *testing.T) {
 	e := newEnv(t)
 	e.f.Panic = true
 	p := e.do("GET", "/v1/kv/r/k", "").problem(t, 500, "internal")
@@ -811,7 +811,7 @@ func TestServer_Panic(t *testing.T) {
 	e.do("GET", "/v1/kv/r/k", "").problem(t, 404, "not_found")
 }
 
-func TestServer_Internal(t *testing.T) {
+func TestHandler_Internal(t *testing.T) {
 	e := newEnv(t)
 	e.f.Err = errors.New("disk on fire at /var/lib/fence")
 	r := e.do("PUT", "/v1/kv/r/k", "v", "Fencing-Token", "1")
@@ -827,7 +827,7 @@ func TestServer_Internal(t *testing.T) {
 	e.do("PUT", "/v1/kv/r/k", "v", "Fencing-Token", "1").problem(t, 503, "unavailable")
 }
 
-func TestServer_Logs(t *testing.T) {
+func TestHandler_Logs(t *testing.T) {
 	e := newEnv(t)
 	e.acquire("orders", "worker-a")
 	e.logs.reset()
@@ -904,7 +904,7 @@ func (e *env) metricValue(sample string) float64 {
 	return 0
 }
 
-func TestServer_Metrics(t *testing.T) {
+func TestHandler_Metrics(t *testing.T) {
 	e := newEnv(t)
 	e.acquire("r", "w")
 	samples := []string{
@@ -941,9 +941,9 @@ func TestServer_Metrics(t *testing.T) {
 	}
 }
 
-// TestServer_Golden compares the problem body of every code with
+// TestHandler_Golden compares the problem body of every code with
 // testdata/golden/<name>.json; go test -update rewrites them.
-func TestServer_Golden(t *testing.T) {
+func TestHandler_Golden(t *testing.T) {
 	e := newEnv(t)
 	e.acquire("orders", "worker-a")
 	e.f.Expire("orders")

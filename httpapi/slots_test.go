@@ -28,11 +28,11 @@ func waitHeld(t *testing.T, s *slots, n int) {
 	}
 }
 
-// TestServer_WaitersCapped checks that an acquire past the cap of waiting
+// TestHandler_WaitersCapped checks that an acquire past the cap of waiting
 // acquires, per client or in all, is tried once instead of waiting: granted
 // if the lock is free, lock_held at once if not; and that a slot freed lets
 // the next one wait.
-func TestServer_WaitersCapped(t *testing.T) {
+func TestHandler_WaitersCapped(t *testing.T) {
 	for _, tt := range []struct {
 		name             string
 		perClient, total int
@@ -79,10 +79,10 @@ func TestServer_WaitersCapped(t *testing.T) {
 	}
 }
 
-// TestServer_WatchersCapped checks that a watch stream past the cap, per
+// TestHandler_WatchersCapped checks that a watch stream past the cap, per
 // client or in all, is answered 429 rate_limited, and that closing one lets
 // the next one open.
-func TestServer_WatchersCapped(t *testing.T) {
+func TestHandler_WatchersCapped(t *testing.T) {
 	for _, tt := range []struct {
 		name             string
 		perClient, total int
@@ -129,10 +129,10 @@ func TestServer_WatchersCapped(t *testing.T) {
 	}
 }
 
-// TestServer_ForwardedWaitersCountInTotal checks that acquires a standby
+// TestHandler_ForwardedWaitersCountInTotal checks that acquires a standby
 // forwarded without credentials, all from its address, are held to the
 // total cap only, not to the cap of one client.
-func TestServer_ForwardedWaitersCountInTotal(t *testing.T) {
+func TestHandler_ForwardedWaitersCountInTotal(t *testing.T) {
 	e := newEnv(t)
 	e.srv.WaitersPerClient, e.srv.Waiters = 1, 0
 	e.acquire("r", "a")

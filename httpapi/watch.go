@@ -51,7 +51,7 @@ func eventOf(e watch.Event) wire.Event {
 // watch serves GET /v1/watch: the events of the resources under prefix, as
 // Server-Sent Events, until the client goes, the hub closes, or the client
 // falls Buffer behind.
-func (s *Server) watch(c *call, _ match) error {
+func (s *Handler) watch(c *call, _ match) error {
 	q := c.r.URL.Query()
 	for name := range q {
 		if name != "prefix" && name != "last_event_id" {
@@ -146,7 +146,7 @@ func (s *Server) watch(c *call, _ match) error {
 }
 
 // writeEvent writes e unless the caller may not read its resource.
-func (s *Server) writeEvent(c *call, e watch.Event) error {
+func (s *Handler) writeEvent(c *call, e watch.Event) error {
 	if e.Resource != "" && s.Authenticate != nil {
 		// Authenticated again for every event, so that a token revoked
 		// (an auth file reload) ends the stream.

@@ -13,7 +13,7 @@
  *     their own): a replicated engine (etcd, PostgreSQL), or, when only
  *     one of them ever leads, the embedded journal of one server restarted
  *     after each crash. A server leads under the writer epoch it raised,
- *     keeps the lock state in memory (state.Cache, and the leases of
+ *     keeps the lock state in memory (state.LeaderEngine, and the leases of
  *     lock.Service), and commits every change to the store on the
  *     condition that its epoch is still current (etcd.Store.Commit,
  *     PostgreSQL's fence_commit). Its term may end at any moment (a crash,
@@ -115,7 +115,7 @@ byte epoch;          /* the writer epoch: etcd "epoch", fence_leader.epoch; 0 be
 
 bool leads[NS];      /* it believes it leads: it has a term, and its state.DB has not failed */
 byte term[NS];       /* the epoch its term raised (state.Term.Epoch); 0 while not leading */
-Res  cache[NS*NR];   /* its copy of the records: state.Cache.resources, and with them the
+Res  cache[NS*NR];   /* its copy of the records: state.LeaderEngine.resources, and with them the
                       * leases that lock.Service keeps in memory (entry.lease); zero while
                       * not leading */
 
@@ -197,7 +197,7 @@ hidden byte nlt, nlf, nlease, nholder; /* the record as the transaction leaves i
 
 /* Server s takes the lead. state.Elector.Campaign raises the writer epoch
  * with a compare-and-swap, so at most one server raises each epoch; then
- * state.NewCache loads every record (after the raise), and
+ * state.NewLeaderEngine loads every record (after the raise), and
  * lock.Service.Open restores every recorded lease with a full TTL: it
  * stays live until this server's own timer ends it. The engine makes a
  * candidate wait until the old leader's lease has passed (etcd's election,
@@ -249,7 +249,7 @@ inline stepDown(s) {
 /* Transactions                                                        */
 
 /* A transaction starts from the cached record (state.Overlay over the
- * state.Cache). */
+ * state.LeaderEngine). */
 inline fromCache(s, r) {
 	nlt = C(s, r).lastToken;
 	nlf = C(s, r).lastFence;
@@ -266,7 +266,7 @@ inline grantRec(s, r, c) {
 	nholder = c + 1
 }
 
-/* state.Cache.Update: commit the transaction's record of resource r to
+/* state.LeaderEngine.Update: commit the transaction's record of resource r to
  * the store if the epoch check passes (state.Remote.Commit), then keep it
  * in memory. The whole record is
  * written, as etcd's OpPut and PostgreSQL's upsert of fence_resources do.
@@ -606,7 +606,7 @@ end:	d_step {
  * embedded store, restarted after each crash. */
 proctype Server(byte s) {
 end:	do
-	/* state.Elector.Campaign, state.NewCache, lock.Service.Open */
+	/* state.Elector.Campaign, state.NewLeaderEngine, lock.Service.Open */
 	STEP(!leads[s] && epoch < MAXE, campaign(s))
 	/* the term ends: a crash, kill -9, a shutdown, Term.Done */
 	STEP(leads[s], stepDown(s))

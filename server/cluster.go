@@ -72,7 +72,7 @@ type node struct {
 	eng       Engine
 	engName   string
 	self      state.Member
-	standby   *httpapi.Server
+	standby   *httpapi.Handler
 	forwarder *httpapi.Forwarder
 
 	ctx    context.Context // ends at Close
@@ -126,7 +126,7 @@ func (s *Server) openCluster(ctx context.Context) error {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	fwd := &httpapi.Forwarder{Self: self.URL, Leader: n.leaderURL, Transport: cfg.PeerTransport}
-	n.standby = httpapi.NewServer(nil, nil)
+	n.standby = httpapi.NewHandler(nil, nil)
 	s.configure(n.standby)
 	n.standby.Forward = fwd
 	n.forwarder = fwd
@@ -200,7 +200,7 @@ func (n *node) lead(t state.Term) {
 			log.Warn("resigning the leadership failed; it ends with its lease", "epoch", uint64(t.Epoch()), "error", err)
 		}
 	}
-	cache, err := state.NewCache(n.ctx, n.eng, t.Epoch())
+	cache, err := state.NewLeaderEngine(n.ctx, n.eng, t.Epoch())
 	if err != nil {
 		log.Error("taking over failed; standing by", "epoch", uint64(t.Epoch()), "error", err)
 		resign()

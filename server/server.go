@@ -55,11 +55,11 @@ type Config struct {
 	// clock: for the negative control of a test only (see lock.Service.Clock).
 	LockClock func() time.Time
 	// Unfenced are the prefixes of best-effort resources, whose writes may
-	// come without a token (see httpapi.Server.Unfenced).
+	// come without a token (see httpapi.Handler.Unfenced).
 	Unfenced []string
-	// API, if not nil, configures every httpapi.Server the server builds
+	// API, if not nil, configures every httpapi.Handler the server builds
 	// (authorisation, rate limits, keys) after its defaults are set.
-	API func(*httpapi.Server)
+	API func(*httpapi.Handler)
 	// WrapStore, if not nil, wraps the store the API serves (a test can make
 	// a server that misbehaves).
 	WrapStore func(fence.Store) fence.Store
@@ -91,7 +91,7 @@ type Server struct {
 type serving struct {
 	locks  *lock.Service
 	events *watch.Hub
-	api    *httpapi.Server
+	api    *httpapi.Handler
 	close  func() error // closes the store
 }
 
@@ -156,7 +156,7 @@ func (s *Server) newServing(ctx context.Context, ledger fence.Ledger, store fenc
 	if s.cfg.WrapStore != nil {
 		store = s.cfg.WrapStore(store)
 	}
-	api := httpapi.NewServer(locks, store)
+	api := httpapi.NewHandler(locks, store)
 	s.configure(api)
 	api.Ready = ready
 	api.Events = events
@@ -164,7 +164,7 @@ func (s *Server) newServing(ctx context.Context, ledger fence.Ledger, store fenc
 }
 
 // configure sets what every API server of this server shares.
-func (s *Server) configure(api *httpapi.Server) {
+func (s *Server) configure(api *httpapi.Handler) {
 	api.Logger = s.logger
 	api.Gatherer = s.cfg.Registry
 	api.Unfenced = s.cfg.Unfenced

@@ -33,7 +33,7 @@ func Take(ctx context.Context, storeURL string, wait time.Duration) (*state.DB, 
 		eng.Close()
 		return nil, nil, fmt.Errorf("server: taking the store: %w", msg)
 	}
-	cache, err := state.NewCache(ctx, eng, t.Epoch())
+	cache, err := state.NewLeaderEngine(ctx, eng, t.Epoch())
 	if err != nil {
 		t.Resign(context.Background())
 		eng.Close()

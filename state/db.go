@@ -313,7 +313,7 @@ func (db *DB) View(ctx context.Context, fn func(tx Tx) error) error {
 
 // Barrier returns once everything committed before it was called is
 // confirmed current: at once on an engine that reads locally (a Viewer),
-// through a commit on one that does not (a leader's Cache, which then
+// through a commit on one that does not (a leader's LeaderEngine, which then
 // confirms its epoch). A read of memory kept beside the DB (the lock
 // service's) followed by Barrier is linearizable.
 func (db *DB) Barrier(ctx context.Context) error {

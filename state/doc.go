@@ -12,7 +12,7 @@
 // without one, reads (Viewer):
 //
 //   - bolt and memory are engines on one machine;
-//   - Cache is the engine of a leader on a replicated store (etcd,
+//   - LeaderEngine is the engine of a leader on a replicated store (etcd,
 //     PostgreSQL): the state in memory for one writer epoch, each batch
 //     committed to a Remote only if that epoch is still current, reads
 //     confirmed by the same epoch check.

@@ -297,7 +297,7 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	var hup chan os.Signal
-	srvCfg.API = func(api *httpapi.Server) {
+	srvCfg.API = func(api *httpapi.Handler) {
 		api.RateLimit, api.RateBurst = cfg.rateLimit()
 		api.WaitersPerClient, api.Waiters = cfg.ClientWaiters, cfg.TotalWaiters
 		api.WatchersPerClient, api.Watchers = cfg.ClientWatchers, cfg.TotalWatchers

@@ -628,7 +628,7 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	}
 	// The commit key numbers the commits of the epoch: commit n+1 applies
 	// only after commit n, so that a commit sent again after an unknown
-	// outcome (see state.Cache) applies once, and a first attempt that
+	// outcome (see state.LeaderEngine) applies once, and a first attempt that
 	// arrives late cannot apply after a later commit.
 	// An empty commit (which confirms reads) writes nothing: etcd answers
 	// it as a read.

@@ -165,7 +165,7 @@ func TestStore_Limits(t *testing.T) {
 }
 
 // TestStore_CommitSentAgain checks the commit key that numbers the commits
-// of an epoch: a commit sent again after its answer was lost (state.Cache
+// of an epoch: a commit sent again after its answer was lost (state.LeaderEngine
 // does so after an unknown outcome) is confirmed without being applied
 // twice, and an attempt that arrives after a later commit is refused, so
 // that it cannot undo that commit.

@@ -306,7 +306,7 @@ func (r *run) setUp(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		api := httpapi.NewServer(noLocker{}, newUnsafeStore())
+		api := httpapi.NewHandler(noLocker{}, newUnsafeStore())
 		api.Logger = slog.New(slog.DiscardHandler)
 		r.unsafeSrv = &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second}
 		go r.unsafeSrv.Serve(ln)

@@ -14,7 +14,7 @@ import (
 	"github.com/fence-lock/fence/state"
 )
 
-// memRemote is a state.Remote in memory with a writer epoch, for the Cache's
+// memRemote is a state.Remote in memory with a writer epoch, for the LeaderEngine's
 // unit tests: the real ones (etcd, postgres) run the same suites against
 // real servers.
 type memRemote struct {
@@ -115,11 +115,11 @@ func (m *memRemote) Commit(ctx context.Context, epoch state.Epoch, c *state.Chan
 // never, so no attempt of it can arrive late.
 func (m *memRemote) Resends() bool { return !m.noResend }
 
-// openCache returns a DB on a Cache of a new leader of m; opts, if any,
-// set the Cache's options.
-func openCache(t *testing.T, m *memRemote, opts ...func(*state.Cache)) *state.DB {
+// openCache returns a DB on a LeaderEngine of a new leader of m; opts, if any,
+// set the LeaderEngine's options.
+func openCache(t *testing.T, m *memRemote, opts ...func(*state.LeaderEngine)) *state.DB {
 	t.Helper()
-	c, err := state.NewCache(t.Context(), m, m.lead())
+	c, err := state.NewLeaderEngine(t.Context(), m, m.lead())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,18 +131,18 @@ func openCache(t *testing.T, m *memRemote, opts ...func(*state.Cache)) *state.DB
 	return db
 }
 
-func TestCache_Store(t *testing.T) {
+func TestLeaderEngine_Store(t *testing.T) {
 	fencetest.TestStore(t, func(t *testing.T) fencetest.Backend { return openCache(t, newMemRemote()) })
 }
 
-func TestCache_Ledger(t *testing.T) {
+func TestLeaderEngine_Ledger(t *testing.T) {
 	fencetest.TestLedger(t, func(t *testing.T) fencetest.Backend { return openCache(t, newMemRemote()) })
 }
 
-// TestCache_Takeover checks that a new leader's Cache starts from everything
+// TestLeaderEngine_Takeover checks that a new leader's LeaderEngine starts from everything
 // the old one committed, and that the old one, deposed, commits nothing and
 // answers nothing more — not even a read from its memory.
-func TestCache_Takeover(t *testing.T) {
+func TestLeaderEngine_Takeover(t *testing.T) {
 	ctx := t.Context()
 	m := newMemRemote()
 	old := openCache(t, m)
@@ -193,9 +193,9 @@ func TestCache_Takeover(t *testing.T) {
 	}
 }
 
-// TestCache_DeposedRead checks that a read on a deposed leader fails even
+// TestLeaderEngine_DeposedRead checks that a read on a deposed leader fails even
 // though its memory holds the answer: reads are confirmed by a commit.
-func TestCache_DeposedRead(t *testing.T) {
+func TestLeaderEngine_DeposedRead(t *testing.T) {
 	ctx := t.Context()
 	m := newMemRemote()
 	old := openCache(t, m)
@@ -209,13 +209,13 @@ func TestCache_DeposedRead(t *testing.T) {
 	}
 }
 
-// TestCache_UnknownOutcome checks that a commit whose outcome stays unknown
+// TestLeaderEngine_UnknownOutcome checks that a commit whose outcome stays unknown
 // (sent again until CommitTimeout, never confirmed) stops the DB: its
 // memory may no longer match the engine.
-func TestCache_UnknownOutcome(t *testing.T) {
+func TestLeaderEngine_UnknownOutcome(t *testing.T) {
 	ctx := t.Context()
 	m := newMemRemote()
-	db := openCache(t, m, func(c *state.Cache) { c.CommitTimeout = 300 * time.Millisecond })
+	db := openCache(t, m, func(c *state.LeaderEngine) { c.CommitTimeout = 300 * time.Millisecond })
 	m.fail = errors.New("connection reset")
 	if _, err := db.Grant(ctx, "r", "a", time.Minute, time.Now()); err == nil || errors.Is(err, state.ErrDeposed) {
 		t.Fatalf("Grant err=%v, want an unknown outcome", err)
@@ -229,11 +229,11 @@ func TestCache_UnknownOutcome(t *testing.T) {
 	}
 }
 
-// TestCache_UnknownOutcomeResent checks that a commit of unknown outcome
+// TestLeaderEngine_UnknownOutcomeResent checks that a commit of unknown outcome
 // (an etcd node dying under it) is sent again, and once applied is
 // applied once: the DB goes on, and a leader keeps its term through an
 // engine's own recovery.
-func TestCache_UnknownOutcomeResent(t *testing.T) {
+func TestLeaderEngine_UnknownOutcomeResent(t *testing.T) {
 	ctx := t.Context()
 	m := newMemRemote()
 	db := openCache(t, m)
@@ -253,10 +253,10 @@ func TestCache_UnknownOutcomeResent(t *testing.T) {
 	}
 }
 
-// TestCache_NoResend checks that a commit of unknown outcome on a Remote
+// TestLeaderEngine_NoResend checks that a commit of unknown outcome on a Remote
 // that does not number its commits (PostgreSQL: a late attempt could apply
 // after the next commit) is not sent again: the DB stops.
-func TestCache_NoResend(t *testing.T) {
+func TestLeaderEngine_NoResend(t *testing.T) {
 	ctx := t.Context()
 	m := newMemRemote()
 	m.noResend = true
@@ -270,11 +270,11 @@ func TestCache_NoResend(t *testing.T) {
 	}
 }
 
-// TestCache_UnknownOutcomeThenDeposed checks that a commit of unknown
+// TestLeaderEngine_UnknownOutcomeThenDeposed checks that a commit of unknown
 // outcome that, sent again, finds the epoch moved is not reported as
 // deposed (which says nothing was applied) but as unknown: the first
 // attempt may have been applied.
-func TestCache_UnknownOutcomeThenDeposed(t *testing.T) {
+func TestLeaderEngine_UnknownOutcomeThenDeposed(t *testing.T) {
 	ctx := t.Context()
 	m := newMemRemote()
 	db := openCache(t, m)
@@ -290,13 +290,13 @@ func TestCache_UnknownOutcomeThenDeposed(t *testing.T) {
 	}
 }
 
-// TestCache_ReadTimeout checks that a read of an entry from an engine node
+// TestLeaderEngine_ReadTimeout checks that a read of an entry from an engine node
 // that does not answer gives up after ReadTimeout, and that the commits
 // behind it go on.
-func TestCache_ReadTimeout(t *testing.T) {
+func TestLeaderEngine_ReadTimeout(t *testing.T) {
 	ctx := t.Context()
 	m := newMemRemote()
-	db := openCache(t, m, func(c *state.Cache) { c.ReadTimeout = 100 * time.Millisecond })
+	db := openCache(t, m, func(c *state.LeaderEngine) { c.ReadTimeout = 100 * time.Millisecond })
 	m.hangRead = make(chan struct{})
 	defer close(m.hangRead)
 	start := time.Now()
@@ -311,9 +311,9 @@ func TestCache_ReadTimeout(t *testing.T) {
 	}
 }
 
-// TestCache_NotApplied checks that a batch the engine refuses whole (a limit)
+// TestLeaderEngine_NotApplied checks that a batch the engine refuses whole (a limit)
 // is retried change by change, and that the cache keeps nothing of it.
-func TestCache_NotApplied(t *testing.T) {
+func TestLeaderEngine_NotApplied(t *testing.T) {
 	ctx := t.Context()
 	m := newMemRemote()
 	m.maxEntry = 1
@@ -351,9 +351,9 @@ func TestCache_NotApplied(t *testing.T) {
 	}
 }
 
-// TestCache_ReadThrough checks that entries not in memory are read from the
+// TestLeaderEngine_ReadThrough checks that entries not in memory are read from the
 // Remote once, and that the cache stays within its size.
-func TestCache_ReadThrough(t *testing.T) {
+func TestLeaderEngine_ReadThrough(t *testing.T) {
 	ctx := t.Context()
 	m := newMemRemote()
 	db := openCache(t, m)
@@ -366,7 +366,7 @@ func TestCache_ReadThrough(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, err := state.NewCache(ctx, m, m.lead())
+	c, err := state.NewLeaderEngine(ctx, m, m.lead())
 	if err != nil {
 		t.Fatal(err)
 	}

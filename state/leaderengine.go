@@ -62,27 +62,27 @@ func (c *Changes) Bytes() int {
 // Empty reports whether c writes nothing.
 func (c *Changes) Empty() bool { return len(c.Resources) == 0 && len(c.Entries) == 0 && !c.RevSet }
 
-// DefaultCacheBytes is the default Cache.MaxEntryBytes.
+// DefaultCacheBytes is the default LeaderEngine.MaxEntryBytes.
 const DefaultCacheBytes = 64 << 20
 
-// DefaultCommitTimeout is the default Cache.CommitTimeout.
+// DefaultCommitTimeout is the default LeaderEngine.CommitTimeout.
 const DefaultCommitTimeout = 10 * time.Second
 
-// DefaultReadTimeout is the default Cache.ReadTimeout.
+// DefaultReadTimeout is the default LeaderEngine.ReadTimeout.
 const DefaultReadTimeout = 5 * time.Second
 
-// Cache is the Engine of a leader on a Remote, for one writer epoch: every
+// LeaderEngine is the Engine of a leader on a Remote, for one writer epoch: every
 // resource in memory (loaded when the term starts), entries read through
 // and kept up to a size, and every transaction committed to the Remote on
 // the condition that the epoch is still current. It is safe as long as this
 // leader is the Remote's only writer, which the epoch check guarantees: a
 // commit after another server has raised the epoch applies nothing and
-// returns ErrDeposed, and the DB on the Cache then stops.
+// returns ErrDeposed, and the DB on the LeaderEngine then stops.
 //
-// Cache is not a Viewer: a DB sends reads through Update, so that the
+// LeaderEngine is not a Viewer: a DB sends reads through Update, so that the
 // commit's epoch check confirms them (a deposed leader never answers from
 // stale memory).
-type Cache struct {
+type LeaderEngine struct {
 	// MaxEntryBytes bounds the bytes of values kept in memory; entries
 	// beyond it are dropped and read again from the Remote. Default
 	// DefaultCacheBytes.
@@ -107,12 +107,12 @@ type Cache struct {
 	entryBytes int
 }
 
-var _ Engine = (*Cache)(nil)
+var _ Engine = (*LeaderEngine)(nil)
 
-// NewCache loads the state of remote for a leader of epoch. Call it after
+// NewLeaderEngine loads the state of remote for a leader of epoch. Call it after
 // the epoch is raised.
-func NewCache(ctx context.Context, remote Remote, epoch Epoch) (*Cache, error) {
-	c := &Cache{remote: remote, epoch: epoch, resources: map[string]Resource{}, entries: map[EntryID]Entry{}}
+func NewLeaderEngine(ctx context.Context, remote Remote, epoch Epoch) (*LeaderEngine, error) {
+	c := &LeaderEngine{remote: remote, epoch: epoch, resources: map[string]Resource{}, entries: map[EntryID]Entry{}}
 	rev, err := remote.Load(ctx, func(name string, r Resource) error {
 		c.resources[name] = r
 		return nil
@@ -124,11 +124,11 @@ func NewCache(ctx context.Context, remote Remote, epoch Epoch) (*Cache, error) {
 	return c, nil
 }
 
-// Epoch returns the writer epoch the Cache commits under.
-func (c *Cache) Epoch() Epoch { return c.epoch }
+// Epoch returns the writer epoch the LeaderEngine commits under.
+func (c *LeaderEngine) Epoch() Epoch { return c.epoch }
 
 // Limits implements Limiter with the Remote's limits, if it has any.
-func (c *Cache) Limits() (maxChanges, maxBytes int) {
+func (c *LeaderEngine) Limits() (maxChanges, maxBytes int) {
 	if l, ok := c.remote.(Limiter); ok {
 		return l.Limits()
 	}
@@ -136,7 +136,7 @@ func (c *Cache) Limits() (maxChanges, maxBytes int) {
 }
 
 // Len returns the number of resources with state.
-func (c *Cache) Len() int {
+func (c *LeaderEngine) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.resources)
@@ -144,7 +144,7 @@ func (c *Cache) Len() int {
 
 // Update implements Engine: fn runs on an overlay of the cache, whose
 // writes are committed to the Remote and then, if applied, kept.
-func (c *Cache) Update(ctx context.Context, fn func(tx Tx) error) error {
+func (c *LeaderEngine) Update(ctx context.Context, fn func(tx Tx) error) error {
 	tx := NewOverlay(cacheBase{c})
 	if err := fn(tx); err != nil {
 		return err
@@ -192,7 +192,7 @@ type Resender interface {
 // elected in a few seconds) costs this leader its term no more. Only a
 // success settles an unknown outcome: a refusal of a later attempt
 // (deposed, not applied) says nothing of the first, which stays unknown.
-func (c *Cache) commit(ctx context.Context, ch *Changes) error {
+func (c *LeaderEngine) commit(ctx context.Context, ch *Changes) error {
 	// Each attempt gets a tenth of the time, so that one sent while the
 	// engine elects a leader (etcd holds it until its own timeout) or to a
 	// node that no longer answers is sent again soon.
@@ -230,7 +230,7 @@ func (c *Cache) commit(ctx context.Context, ch *Changes) error {
 }
 
 // keepLocked caches e, dropping other entries while the cache is over its size.
-func (c *Cache) keepLocked(id EntryID, e Entry) {
+func (c *LeaderEngine) keepLocked(id EntryID, e Entry) {
 	max := cmp.Or(c.MaxEntryBytes, DefaultCacheBytes)
 	if len(e.Value) > max {
 		return
@@ -245,7 +245,7 @@ func (c *Cache) keepLocked(id EntryID, e Entry) {
 	c.entryBytes += len(e.Value)
 }
 
-func (c *Cache) dropLocked(id EntryID) {
+func (c *LeaderEngine) dropLocked(id EntryID) {
 	if old, ok := c.entries[id]; ok {
 		c.entryBytes -= len(old.Value)
 		delete(c.entries, id)
@@ -255,7 +255,7 @@ func (c *Cache) dropLocked(id EntryID) {
 // readEntry reads an entry from the Remote for up to ReadTimeout, each
 // attempt for a fifth of it, so that one sent to a node that no longer
 // answers is sent again, to another: a read changes nothing.
-func (c *Cache) readEntry(resource, key string) (Entry, bool, error) {
+func (c *LeaderEngine) readEntry(resource, key string) (Entry, bool, error) {
 	timeout := cmp.Or(c.ReadTimeout, DefaultReadTimeout)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -276,9 +276,9 @@ func (c *Cache) readEntry(resource, key string) (Entry, bool, error) {
 	}
 }
 
-// cacheBase is the committed state of a Cache, as an Overlay reads it:
+// cacheBase is the committed state of a LeaderEngine, as an Overlay reads it:
 // resources from memory, entries from memory or, on a miss, from the Remote.
-type cacheBase struct{ c *Cache }
+type cacheBase struct{ c *LeaderEngine }
 
 func (b cacheBase) Resource(name string) (Resource, error) {
 	b.c.mu.Lock()
