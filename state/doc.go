@@ -4,6 +4,10 @@
 // transactions, and the ledger of grants are functions over a small
 // transactional interface, Tx; DB runs them on an Engine and implements
 // fence.Store and fence.Ledger, so that every engine answers exactly alike.
+// Each operation is in one place, its rule and then its DB method: those
+// of fence.Store in storage.go, those of fence.Ledger in ledger.go; the
+// vocabulary they share (Resource, Entry, Tx, the token check) in rules.go,
+// the group commit in db.go.
 //
 // DB batches the changes of concurrent callers into one engine transaction
 // (group commit): one fsync for the embedded store, one Txn for etcd, one
@@ -11,7 +15,8 @@
 // transaction (Engine) and, if it can read committed state linearizably
 // without one, reads (Viewer):
 //
-//   - bolt and memory are engines on one machine;
+//   - the journal, memory (and bolt, kept to import older data) are engines
+//     on one machine;
 //   - LeaderEngine is the engine of a leader on a replicated store (etcd,
 //     PostgreSQL): the state in memory for one writer epoch, each batch
 //     committed to a Remote only if that epoch is still current, reads
