@@ -173,6 +173,7 @@ of each, a sample of 600 operations besides every fenced write, every fault
 and every operation that a violation names; it says what it left out.
 
 -o json prints one object: ops, faults (by kind), accepted, fenced,
+stale_attempts (writes sent with a token below one already granted),
 violations, lost_acked_writes, pauses_past_ttl, fenced_by_pauses,
 server_restarts, takeovers, unnamed_refusals (bitflip's refused starts that
 did not name the damaged file), checkers, linearizability, seed, duration_s,

@@ -26,6 +26,7 @@ type chaosResult struct {
 	FencedByPauses  int            `json:"fenced_by_pauses"`
 	Accepted        int            `json:"accepted"`
 	Fenced          int            `json:"fenced"`
+	StaleAttempts   int            `json:"stale_attempts"`
 	Violations      int            `json:"violations"`
 	LostAckedWrites int            `json:"lost_acked_writes"`
 	Checkers        map[string]int `json:"checkers"`

@@ -80,7 +80,20 @@ func TestChaos_Report(t *testing.T) {
 // visualisation.
 func TestChaos_ReportUnsafe(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "unsafe.html")
-	rep, code, _ := runChaos(t, "--duration", "5s", "--seed", "2", "--unsafe", "--faults", "pause", "--fault-every", "300ms", "--report", path)
+	// A paused client's stale write may come after the run's end on a
+	// loaded machine: run longer until one is sent, and then the checkers
+	// must find it.
+	var rep chaosResult
+	var code int
+	for _, d := range []string{"5s", "10s", "20s", "40s"} {
+		rep, code, _ = runChaos(t, "--duration", d, "--seed", "2", "--unsafe", "--faults", "pause", "--fault-every", "300ms", "--report", path)
+		if rep.StaleAttempts > 0 {
+			break
+		}
+	}
+	if rep.StaleAttempts == 0 {
+		t.Fatalf("no stale write was sent in 75 s of pauses: %+v", rep)
+	}
 	if code != exitViolation || rep.Violations == 0 {
 		t.Fatalf("exit %d, report %+v: want violations", code, rep)
 	}

@@ -30,6 +30,7 @@ type Summary struct {
 	UnsafeEpoch     bool                  `json:"unsafe_epoch,omitempty"`
 	Accepted        int                   `json:"accepted"`
 	Fenced          int                   `json:"fenced"`
+	StaleAttempts   int                   `json:"stale_attempts"` // writes invoked with a token below one already granted
 	Violations      int                   `json:"violations"`
 	LostAckedWrites int                   `json:"lost_acked_writes"`
 	Checkers        map[string]int        `json:"checkers"`
@@ -46,7 +47,7 @@ func Summarize(cfg chaos.Config, res *chaos.Result, rep *check.Report, hist stri
 		FencedByPauses: res.FencedByPauses, ServerRestarts: res.ServerRestarts, Takeovers: res.Takeovers,
 		UnnamedRefusals: res.UnnamedRefusals, UnsafeJournal: cfg.UnsafeJournal, UnsafeClock: cfg.UnsafeClock,
 		Cluster: cfg.Cluster, UnsafeEpoch: cfg.UnsafeEpoch, Accepted: rep.Accepted,
-		Fenced: rep.Fenced, Violations: rep.Violations(), LostAckedWrites: rep.LostAckedWrites,
+		Fenced: rep.Fenced, StaleAttempts: rep.StaleAttempts, Violations: rep.Violations(), LostAckedWrites: rep.LostAckedWrites,
 		Checkers: map[string]int{}, Linearizability: rep.Linearizability, FaultsBit: res.FaultsBit(), History: hist,
 	}
 	for _, k := range cfg.Faults {
