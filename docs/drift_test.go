@@ -1,9 +1,9 @@
 package docs_test
 
 // The OpenAPI document against the server's own tables (the routes of
-// httpapi/path.go, the problem codes of package wire) and against API.md, so
-// that none of the three can gain a route, a method or a code that the others
-// do not have.
+// wire.Routes as httpapi answers them, the problem codes of package wire) and
+// against API.md, so that none of the three can gain a route, a method or a
+// code that the others do not have.
 
 import (
 	"fmt"

@@ -18,6 +18,18 @@
 // method. It logs one line per accepted storage write and one per rejected
 // request, and exports Prometheus metrics (see metrics.go).
 //
+// Its files, by job: server.go is the Handler (admission, errors, the
+// response), path.go matches a path to its route, handler.go binds each
+// operation to its handler, the handlers live by part of the API (meta.go,
+// locks.go, kv.go, fences.go, txn.go, watch.go) with the decoders of their
+// bodies, and jsonstrict.go is the strict JSON reader those share. forward.go
+// hands a standby's requests to the leader with their matched operation,
+// nethttpanswers.go and tlslistener.go rewrite net/http's own answers as
+// problems, and middleware.go is the guard for the user's own handlers. The
+// others are a job each, named by the file: headers, problems, rate limits,
+// slots, metrics, log sampling, cross-origin checks, the answers of a server
+// still starting.
+//
 // The package is not the lock service or the storage: it holds no state of
 // its own besides metrics, and it does not log lock events, which the lock
 // service logs.

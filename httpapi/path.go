@@ -9,32 +9,6 @@ import (
 	"github.com/fence-lock/fence/wire"
 )
 
-// handlers answer the operations of wire.Routes, the API's one route
-// table. A HEAD without a handler of its own is answered by its route's
-// GET handler (net/http drops the body).
-var handlers = map[*wire.Op]func(*Handler, *call, match) error{
-	wire.OpGetHealth:        (*Handler).health,
-	wire.OpGetReady:         (*Handler).ready,
-	wire.OpGetMetrics:       (*Handler).serveMetrics,
-	wire.OpGetOpenAPI:       (*Handler).openAPI,
-	wire.OpGetCluster:       (*Handler).cluster,
-	wire.OpGetKeys:          (*Handler).keys,
-	wire.OpGetDashboardFile: (*Handler).ui,
-	wire.OpWatch:            (*Handler).watch,
-	wire.OpListLocks:        (*Handler).listLocks,
-	wire.OpGetLock:          (*Handler).lockStatus,
-	wire.OpAcquireLock:      (*Handler).acquire,
-	wire.OpRenewLock:        (*Handler).renew,
-	wire.OpReleaseLock:      (*Handler).release,
-	wire.OpRevokeLock:       (*Handler).revoke,
-	wire.OpGetValue:         (*Handler).get,
-	wire.OpPutValue:         (*Handler).put,
-	wire.OpDeleteValue:      (*Handler).delete,
-	wire.OpGetFence:         (*Handler).fence,
-	wire.OpClaimFence:       (*Handler).claim,
-	wire.OpTxn:              (*Handler).txn,
-}
-
 // route is one route of wire.Routes as the server answers it.
 type route struct {
 	*wire.Route
@@ -47,7 +21,7 @@ type route struct {
 // method is how a route answers one method: its operation and handler.
 type method struct {
 	*wire.Op
-	serve func(*Handler, *call, match) error
+	handler
 }
 
 // routes are wire.Routes with their handlers, in the table's order.
@@ -60,19 +34,19 @@ func bindRoutes(table []*wire.Route) []*route {
 	for i, wr := range table {
 		rt := &route{Route: wr, segs: strings.Split(strings.TrimPrefix(wr.Pattern, "/"), "/"), by: map[string]method{}}
 		for _, op := range wr.Ops {
-			serve := handlers[op]
-			if serve == nil && op.Method == "HEAD" {
+			h, ok := handlers[op]
+			if !ok && op.Method == "HEAD" {
 				for _, get := range wr.Ops {
 					if get.Method == "GET" {
-						serve = handlers[get]
+						h, ok = handlers[get]
 					}
 				}
 			}
-			if serve == nil {
+			if !ok {
 				panic(fmt.Sprintf("httpapi: %s %s (%s) has no handler", op.Method, wr.Pattern, op.ID))
 			}
 			rt.methods = append(rt.methods, op.Method)
-			rt.by[op.Method] = method{Op: op, serve: serve}
+			rt.by[op.Method] = method{Op: op, handler: h}
 		}
 		rt.allow = strings.Join(rt.methods, ", ")
 		rs[i] = rt

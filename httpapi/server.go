@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/url"
 	"runtime/debug"
@@ -21,7 +20,6 @@ import (
 	"github.com/fence-lock/fence/watch"
 	"github.com/fence-lock/fence/wire"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/time/rate"
 )
 
@@ -178,8 +176,10 @@ type call struct {
 
 	caller Caller // who sent the request; nil without Authenticate or before it
 
+	body      []byte // read before the handler is called (see handler)
 	resource  string
 	key       string
+	rawKey    string // the path's {key} or {file} as sent, still escaped
 	holder    string
 	presented fence.Token
 	unfenced  bool // a write of a best-effort resource without a token
@@ -229,7 +229,12 @@ func (s *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(err)
 		return
 	}
-	if err := m.route.by[r.Method].serve(s, c, m); err != nil {
+	h := m.route.by[r.Method].handler
+	if err := c.prepare(h, m); err != nil {
+		c.fail(err)
+		return
+	}
+	if err := h.serve(s, c); err != nil {
 		c.fail(err)
 	}
 }
@@ -316,55 +321,11 @@ func (c *call) ownerContext() context.Context {
 	return fence.WithOwner(c.r.Context(), c.caller.Name())
 }
 
-// authorizeTxn checks that the caller may write every resource of t's
-// fences and ops and read every resource of its compares.
-func (s *Handler) authorizeTxn(c *call, t *fence.Txn) error {
-	for _, res := range slices.Sorted(maps.Keys(t.Fences)) {
-		if err := c.allowed(wire.PermWrite, res); err != nil {
-			return err
-		}
-	}
-	for _, op := range t.Then {
-		if err := c.allowed(wire.PermWrite, op.Resource); err != nil {
-			return err
-		}
-	}
-	for _, cm := range t.If {
-		if err := c.allowed(wire.PermRead, cm.Resource); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// health answers GET /healthz.
-func (s *Handler) health(c *call, _ match) error {
-	c.writeJSON(wire.Health{Status: "ok"})
-	return nil
-}
-
-// serveMetrics answers GET /metrics.
-func (s *Handler) serveMetrics(c *call, _ match) error {
-	g := s.Gatherer
-	if g == nil {
-		g = prometheus.DefaultGatherer
-	}
-	promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP(c.w, c.r)
-	return nil
-}
-
 func (c *call) routeLabel() string {
 	if c.route == nil {
 		return unmatched
 	}
 	return c.route.Pattern
-}
-
-// params decodes the matched resource and key into c.
-func (c *call) params(m match) error {
-	res, key, err := m.params()
-	c.resource, c.key = res, key
-	return err
 }
 
 // readBody reads the request body, at most limit bytes. A body over the

@@ -16,6 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// watchHandlers binds GET /v1/watch.
+var watchHandlers = handlerSet{
+	wire.OpWatch: {serve: (*Handler).watch},
+}
+
 // Watch streams, as GET /v1/watch answers them.
 const (
 	// watchWriteTimeout bounds each write to a watcher: one that stops
@@ -51,7 +56,7 @@ func eventOf(e watch.Event) wire.Event {
 // watch serves GET /v1/watch: the events of the resources under prefix, as
 // Server-Sent Events, until the client goes, the hub closes, or the client
 // falls Buffer behind.
-func (s *Handler) watch(c *call, _ match) error {
+func (s *Handler) watch(c *call) error {
 	q := c.r.URL.Query()
 	for name := range q {
 		if name != "prefix" && name != "last_event_id" {

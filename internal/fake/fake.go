@@ -24,11 +24,16 @@ import (
 var Now = time.Date(2025, 1, 2, 3, 4, 5, 600_000_000, time.FixedZone("X", 3600))
 
 // Service is a lock.Service over an engine/memory store whose clock stands
-// still at Now. Err, when set, is returned by every method before it does
-// anything; Panic makes every method panic. It is safe for concurrent use.
+// still at Now. The methods of fence.Locker, fence.Revoker and fence.Store
+// below count their calls; Err, when set, is returned by each of them before
+// it does anything, and Panic makes each of them panic. Every other method
+// of the two is theirs, promoted from the embedded fields, so that a new
+// operation reaches a test through the fake without an edit here; a test
+// that wants it counted or failed adds it below. It is safe for concurrent
+// use.
 type Service struct {
-	locks *lock.Service
-	store *memory.DB
+	*lock.Service // the lock service, its clock the fake's
+	*memory.DB    // the store under it
 
 	mu    sync.Mutex
 	clock time.Time      // the lock service's; Now but while Expire runs
@@ -46,11 +51,11 @@ var (
 
 // New returns an empty Service.
 func New() *Service {
-	f := &Service{store: memory.New(), clock: Now, calls: map[string]int{}}
-	f.locks = lock.NewService(f.store)
-	f.locks.Clock = f.now
-	f.locks.Logger = slog.New(slog.DiscardHandler)
-	if err := f.locks.Open(context.Background()); err != nil {
+	f := &Service{DB: memory.New(), clock: Now, calls: map[string]int{}}
+	f.Service = lock.NewService(f.DB)
+	f.Service.Clock = f.now
+	f.Service.Logger = slog.New(slog.DiscardHandler)
+	if err := f.Service.Open(context.Background()); err != nil {
 		panic(fmt.Sprintf("fake: %v", err)) // an empty store always opens
 	}
 	return f
@@ -108,7 +113,7 @@ func (f *Service) Mutations() int {
 // SetLastFence sets resource's last fence, as if the store had missed a
 // grant: the one change that no rule would make.
 func (f *Service) SetLastFence(resource string, t fence.Token) {
-	err := f.store.Update(context.Background(), func(tx state.Tx) error {
+	err := f.DB.Update(context.Background(), func(tx state.Tx) error {
 		r, err := tx.Resource(resource)
 		if err != nil {
 			return err
@@ -125,7 +130,7 @@ func (f *Service) SetLastFence(resource string, t fence.Token) {
 // the lease's expiry while the lock service looks at the resource, and then
 // back to Now.
 func (f *Service) Expire(resource string) {
-	st, err := f.locks.Status(context.Background(), resource)
+	st, err := f.Service.Status(context.Background(), resource)
 	if err != nil || !st.Held {
 		return
 	}
@@ -137,7 +142,7 @@ func (f *Service) Expire(resource string) {
 		f.clock = Now
 		f.mu.Unlock()
 	}()
-	f.locks.Status(context.Background(), resource) // notices the expiry
+	f.Service.Status(context.Background(), resource) // notices the expiry
 }
 
 // Acquire implements fence.Locker.
@@ -145,7 +150,7 @@ func (f *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 	if err := f.enter("Acquire"); err != nil {
 		return fence.Lease{}, err
 	}
-	return f.locks.Acquire(ctx, resource, holder, ttl, wait)
+	return f.Service.Acquire(ctx, resource, holder, ttl, wait)
 }
 
 // Renew implements fence.Locker.
@@ -153,7 +158,7 @@ func (f *Service) Renew(ctx context.Context, resource string, t fence.Token, ttl
 	if err := f.enter("Renew"); err != nil {
 		return fence.Lease{}, err
 	}
-	return f.locks.Renew(ctx, resource, t, ttl)
+	return f.Service.Renew(ctx, resource, t, ttl)
 }
 
 // Release implements fence.Locker.
@@ -161,7 +166,7 @@ func (f *Service) Release(ctx context.Context, resource string, t fence.Token) e
 	if err := f.enter("Release"); err != nil {
 		return err
 	}
-	return f.locks.Release(ctx, resource, t)
+	return f.Service.Release(ctx, resource, t)
 }
 
 // Revoke implements fence.Revoker.
@@ -169,7 +174,7 @@ func (f *Service) Revoke(ctx context.Context, resource string) (fence.RevokeResu
 	if err := f.enter("Revoke"); err != nil {
 		return fence.RevokeResult{}, err
 	}
-	return f.locks.Revoke(ctx, resource)
+	return f.Service.Revoke(ctx, resource)
 }
 
 // Status implements fence.Locker.
@@ -177,7 +182,7 @@ func (f *Service) Status(ctx context.Context, resource string) (fence.LockStatus
 	if err := f.enter("Status"); err != nil {
 		return fence.LockStatus{}, err
 	}
-	return f.locks.Status(ctx, resource)
+	return f.Service.Status(ctx, resource)
 }
 
 // Put implements fence.Store.
@@ -185,7 +190,7 @@ func (f *Service) Put(ctx context.Context, resource, key string, value []byte, t
 	if err := f.enter("Put"); err != nil {
 		return fence.WriteResult{}, err
 	}
-	return f.store.Put(ctx, resource, key, value, t, c)
+	return f.DB.Put(ctx, resource, key, value, t, c)
 }
 
 // Delete implements fence.Store.
@@ -193,7 +198,7 @@ func (f *Service) Delete(ctx context.Context, resource, key string, t fence.Toke
 	if err := f.enter("Delete"); err != nil {
 		return fence.WriteResult{}, err
 	}
-	return f.store.Delete(ctx, resource, key, t, c)
+	return f.DB.Delete(ctx, resource, key, t, c)
 }
 
 // Get implements fence.Store.
@@ -201,7 +206,7 @@ func (f *Service) Get(ctx context.Context, resource, key string) (fence.Item, er
 	if err := f.enter("Get"); err != nil {
 		return fence.Item{}, err
 	}
-	return f.store.Get(ctx, resource, key)
+	return f.DB.Get(ctx, resource, key)
 }
 
 // Fence implements fence.Store.
@@ -209,7 +214,7 @@ func (f *Service) Fence(ctx context.Context, resource string) (fence.Token, erro
 	if err := f.enter("Fence"); err != nil {
 		return 0, err
 	}
-	return f.store.Fence(ctx, resource)
+	return f.DB.Fence(ctx, resource)
 }
 
 // Claim implements fence.Store.
@@ -217,7 +222,7 @@ func (f *Service) Claim(ctx context.Context, resource string, t fence.Token) (fe
 	if err := f.enter("Claim"); err != nil {
 		return fence.WriteResult{}, err
 	}
-	return f.store.Claim(ctx, resource, t)
+	return f.DB.Claim(ctx, resource, t)
 }
 
 // Txn implements fence.Store.
@@ -225,5 +230,5 @@ func (f *Service) Txn(ctx context.Context, t *fence.Txn) (fence.Rev, error) {
 	if err := f.enter("Txn"); err != nil {
 		return 0, err
 	}
-	return f.store.Txn(ctx, t)
+	return f.DB.Txn(ctx, t)
 }

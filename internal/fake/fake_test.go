@@ -49,3 +49,28 @@ func TestService_Owner(t *testing.T) {
 		t.Fatalf("Release as alice of a lease without an owner: %v", err)
 	}
 }
+
+// TestService_PromotesWhatItDoesNotCount checks that an operation the fake
+// does not wrap reaches the real lock service uncounted (List here), so that
+// a new operation works through the fake without an edit of it, while the
+// wrapped ones count and fail as told.
+func TestService_PromotesWhatItDoesNotCount(t *testing.T) {
+	f := New()
+	var _ fence.Lister = f
+	l, err := f.Acquire(t.Context(), "r", "h", time.Minute, 0)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	locks, more, err := f.List(t.Context(), "", "", 10)
+	if err != nil || more || len(locks) != 1 || locks[0].Token != l.Token {
+		t.Fatalf("List=%+v, %v, %v; want the one lease of token %d", locks, more, err, l.Token)
+	}
+	boom := errors.New("boom")
+	f.SetErr(boom)
+	if _, err := f.Status(t.Context(), "r"); !errors.Is(err, boom) {
+		t.Fatalf("Status with Err set: %v, want boom", err)
+	}
+	if f.Calls("Acquire") != 1 || f.Calls("Status") != 1 || f.Calls("List") != 0 {
+		t.Fatalf("calls: Acquire %d, Status %d, List %d; want 1, 1, 0", f.Calls("Acquire"), f.Calls("Status"), f.Calls("List"))
+	}
+}

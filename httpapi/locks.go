@@ -1,0 +1,261 @@
+package httpapi
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
+)
+
+// lockHandlers binds the lock operations: status, listing, acquire, renew, release and revoke.
+var lockHandlers = handlerSet{
+	wire.OpListLocks:   {serve: (*Handler).listLocks},
+	wire.OpGetLock:     {serve: (*Handler).lockStatus},
+	wire.OpAcquireLock: {body: maxJSONBody, serve: (*Handler).acquire},
+	wire.OpRenewLock:   {body: maxJSONBody, serve: (*Handler).renew},
+	wire.OpReleaseLock: {body: maxJSONBody, serve: (*Handler).release},
+	wire.OpRevokeLock:  {body: maxJSONBody, serve: (*Handler).revoke},
+}
+
+// maxJSONBody is the largest body of a lock request.
+const maxJSONBody = 64 << 10
+
+// TTL and wait limits in the API's milliseconds.
+const (
+	minTTLMS     = int64(fence.MinTTL / time.Millisecond)
+	maxTTLMS     = int64(fence.MaxTTL / time.Millisecond)
+	defaultTTLMS = int64(fence.DefaultTTL / time.Millisecond)
+	maxWaitMS    = int64(fence.MaxWait / time.Millisecond)
+)
+
+func (s *Handler) lockStatus(c *call) error {
+	st, err := s.locker.Status(c.r.Context(), c.resource)
+	if err != nil {
+		return err
+	}
+	resp := wire.LockStatus{Resource: c.resource, Held: st.Held, LastToken: st.LastToken}
+	if st.Held {
+		resp.Holder, resp.Token, resp.ExpiresAt = st.Holder, st.Token, wire.Timestamp(st.Expires)
+	}
+	c.writeJSON(resp)
+	return nil
+}
+
+func (s *Handler) listLocks(c *call) error {
+	q := c.r.URL.Query()
+	for name := range q {
+		if name != "prefix" && name != "after" && name != "limit" {
+			return badRequest("unknown query parameter %q (known: prefix, after, limit)", name)
+		}
+	}
+	prefix, after := q.Get("prefix"), q.Get("after")
+	if prefix != "" {
+		if err := fence.ValidateResource(prefix); err != nil {
+			return fmt.Errorf("prefix: %w", err)
+		}
+	}
+	if after != "" {
+		if err := fence.ValidateResource(after); err != nil {
+			return fmt.Errorf("after: %w", err)
+		}
+	}
+	limit := wire.DefaultListLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > fence.MaxListLimit {
+			return badRequest("limit %q: want an integer in 1..%d", v, fence.MaxListLimit)
+		}
+		limit = n
+	}
+	lister, ok := s.locker.(fence.Lister)
+	if !ok {
+		return fmt.Errorf("%w: this server's lock service cannot list", fence.ErrNotFound)
+	}
+	resp := wire.ListResponse{Locks: []wire.ListedLock{}}
+	// With auth, pages are filtered: ask for pages until this one is full
+	// of locks the caller may read, or there are no more.
+	for {
+		locks, more, err := lister.List(c.r.Context(), prefix, after, limit-len(resp.Locks))
+		if err != nil {
+			return err
+		}
+		for _, l := range locks {
+			after = l.Resource
+			if c.allowed(wire.PermRead, l.Resource) != nil {
+				continue
+			}
+			resp.Locks = append(resp.Locks, wire.ListedLock{Resource: l.Resource, Holder: l.Holder, Token: l.Token,
+				ExpiresAt: wire.Timestamp(l.Expires), Waiters: l.Waiters})
+		}
+		if !more {
+			break
+		}
+		if len(resp.Locks) == limit {
+			resp.Next = after
+			break
+		}
+	}
+	c.writeJSON(resp)
+	return nil
+}
+
+func (s *Handler) acquire(c *call) error {
+	req, err := decodeAcquire(c.body)
+	c.holder = req.Holder
+	if err != nil {
+		return err
+	}
+	if req.Wait > 0 {
+		key := clientSlotKey(c)
+		if s.waiting.take(key, perClient(c, s.WaitersPerClient), s.Waiters) {
+			defer s.waiting.give(key)
+			c.extendWriteDeadline(req.Wait)
+		} else {
+			waitsRefused.Inc()
+			req.Wait = 0 // try once: granted if free, else lock_held now
+		}
+	}
+	// The request's context ends when the client goes away, which takes a
+	// waiting acquire out of the queue.
+	l, err := s.locker.Acquire(c.ownerContext(), c.resource, req.Holder, req.TTL, req.Wait)
+	if err != nil {
+		return err
+	}
+	c.writeJSON(wire.NewLease(c.resource, l))
+	return nil
+}
+
+func (s *Handler) renew(c *call) error {
+	req, err := decodeRenew(c.body)
+	c.presented = req.Token
+	if err != nil {
+		return err
+	}
+	l, err := s.locker.Renew(c.ownerContext(), c.resource, req.Token, req.TTL)
+	if err != nil {
+		return err
+	}
+	c.holder = l.Holder
+	c.writeJSON(wire.NewLease(c.resource, l))
+	return nil
+}
+
+func (s *Handler) release(c *call) error {
+	t, err := decodeRelease(c.body)
+	c.presented = t
+	if err != nil {
+		return err
+	}
+	if err := s.locker.Release(c.ownerContext(), c.resource, t); err != nil {
+		return err
+	}
+	c.writeJSON(wire.ReleaseResponse{Resource: c.resource, Released: true})
+	return nil
+}
+
+// revoke answers POST /v1/locks/{resource}/revoke (body empty or {}), an
+// addition to API.md: it ends the current lease, if any, and raises the
+// resource's fence to a new token issued to nobody, so that the old holder is
+// fenced at once. It answers 404 not_found if the Locker is not a
+// fence.Revoker. It needs the admin permission.
+func (s *Handler) revoke(c *call) error {
+	if err := decodeRevoke(c.body); err != nil {
+		return err
+	}
+	rv, ok := s.locker.(fence.Revoker)
+	if !ok {
+		return fmt.Errorf("%w: this server's lock service cannot revoke", fence.ErrNotFound)
+	}
+	res, err := rv.Revoke(c.r.Context(), c.resource)
+	if err != nil {
+		return err
+	}
+	c.writeJSON(wire.RevokeResponse{Resource: c.resource, RevokedToken: res.Revoked, LastFence: res.LastFence})
+	return nil
+}
+
+// acquireRequest is the body of POST /v1/locks/{resource}/acquire.
+type acquireRequest struct {
+	Holder string
+	TTL    time.Duration
+	Wait   time.Duration
+}
+
+// decodeAcquire decodes {"holder", "ttl_ms", "wait_ms"}: holder required,
+// ttl_ms in 10..86400000 (default 10000), wait_ms in 0..300000 (default 0).
+func decodeAcquire(data []byte) (acquireRequest, error) {
+	var req acquireRequest
+	ms, err := decodeObject("acquire", data, "holder", "ttl_ms", "wait_ms")
+	if err != nil {
+		return req, err
+	}
+	h := get(ms, "holder")
+	if h == nil {
+		return req, badRequest("acquire: holder is required")
+	}
+	if req.Holder, err = str("holder", h); err != nil {
+		return req, err
+	}
+	if err := fence.ValidateHolder(req.Holder); err != nil {
+		return req, err
+	}
+	if req.TTL, err = millis("ttl_ms", get(ms, "ttl_ms"), minTTLMS, maxTTLMS, defaultTTLMS); err != nil {
+		return req, err
+	}
+	if req.Wait, err = millis("wait_ms", get(ms, "wait_ms"), 0, maxWaitMS, 0); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// renewRequest is the body of POST /v1/locks/{resource}/renew.
+type renewRequest struct {
+	Token fence.Token
+	TTL   time.Duration // 0: keep the lease's TTL
+}
+
+// decodeRenew decodes {"token", "ttl_ms"}: token required, ttl_ms optional in
+// 10..86400000 (absent: 0, the lease's current TTL).
+func decodeRenew(data []byte) (renewRequest, error) {
+	var req renewRequest
+	ms, err := decodeObject("renew", data, "token", "ttl_ms")
+	if err != nil {
+		return req, err
+	}
+	t := get(ms, "token")
+	if t == nil {
+		return req, badRequest("renew: token is required")
+	}
+	// Every bad_request check comes before the token's, which is invalid_token.
+	if req.TTL, err = millis("ttl_ms", get(ms, "ttl_ms"), minTTLMS, maxTTLMS, 0); err != nil {
+		return req, err
+	}
+	if req.Token, err = jsonToken("token", t); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// decodeRelease decodes {"token"}: token required.
+func decodeRelease(data []byte) (fence.Token, error) {
+	ms, err := decodeObject("release", data, "token")
+	if err != nil {
+		return 0, err
+	}
+	t := get(ms, "token")
+	if t == nil {
+		return 0, badRequest("release: token is required")
+	}
+	return jsonToken("token", t)
+}
+
+// decodeRevoke checks a revoke's body: empty, or an object without members.
+func decodeRevoke(data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	_, err := decodeObject("revoke", data)
+	return err
+}
