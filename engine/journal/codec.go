@@ -8,8 +8,6 @@ import (
 	"hash/crc32"
 	"io"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/fence-lock/fence"
@@ -224,9 +222,9 @@ type position struct{ seq, off uint64 }
 
 // writeSnapshot writes the state in resources, entries and rev at pos as
 // snapshot number n in dir.
-func writeSnapshot(dir string, n uint64, pos position, resources map[string]state.Resource, entries map[state.EntryID]state.Entry, rev fence.Rev) error {
-	tmp := filepath.Join(dir, snapshotName(n)+".tmp")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+func writeSnapshot(d dir, n uint64, pos position, resources map[string]state.Resource, entries map[state.EntryID]state.Entry, rev fence.Rev) error {
+	tmp := d.join(snapshotName(n) + ".tmp")
+	f, err := d.fs.Create(tmp)
 	if err != nil {
 		return err
 	}
@@ -257,18 +255,18 @@ func writeSnapshot(dir string, n uint64, pos position, resources map[string]stat
 		_, err = f.Write(binary.BigEndian.AppendUint32(nil, crc.Sum32()))
 	}
 	if err = errors.Join(err, f.Sync(), f.Close()); err != nil {
-		os.Remove(tmp)
+		d.fs.Remove(tmp)
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, snapshotName(n))); err != nil {
+	if err := d.fs.Rename(tmp, d.join(snapshotName(n))); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return d.fs.SyncDir(d.path)
 }
 
 // readSnapshot applies snapshot n of dir to a and returns its position.
-func readSnapshot(dir string, n uint64, a applier) (position, error) {
-	f, err := os.Open(filepath.Join(dir, snapshotName(n)))
+func readSnapshot(d dir, n uint64, a applier) (position, error) {
+	f, err := d.fs.Open(d.join(snapshotName(n)))
 	if err != nil {
 		return position{}, err
 	}

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"strconv"
 	"strings"
+
+	"github.com/fence-lock/fence/engine/journal/vfs"
 )
 
 // ErrCorrupt means the journal's files are damaged in a way that no crash
@@ -56,7 +57,7 @@ const sector = 512
 // or anything after the record, is damage; so is a header whose length was
 // damaged, found by its checksum matching a shorter or longer record, or
 // by a valid record inside the extent it claims.
-func tornTail(f *os.File, seq uint64, end, first, last, size int64) (bool, string, error) {
+func tornTail(f vfs.File, seq uint64, end, first, last, size int64) (bool, string, error) {
 	var h [recordHeader]byte
 	n := 0
 	if end < size {
@@ -173,11 +174,11 @@ func isZero(b []byte) bool {
 // nonZero returns the offsets of the first and the last non-zero byte of f
 // in [from, to), or -1, -1 if there is none. It skips the holes of a
 // sparse file where the system says where they are.
-func nonZero(f *os.File, from, to int64) (first, last int64, err error) {
+func nonZero(f vfs.File, from, to int64) (first, last int64, err error) {
 	first, last = -1, -1
 	buf := make([]byte, 1<<20)
 	for off := from; off < to; {
-		data, err := nextData(f, off)
+		data, err := f.NextData(off)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -207,11 +208,11 @@ func nonZero(f *os.File, from, to int64) (first, last int64, err error) {
 
 // zeroRange makes n bytes of f from off read as zeros: punched out where
 // the system can, written over with zeros where it cannot.
-func zeroRange(f *os.File, off, n int64) error {
+func zeroRange(f vfs.File, off, n int64) error {
 	if n <= 0 {
 		return nil
 	}
-	if err := punch(f, off, n); err == nil {
+	if err := f.Punch(off, n); err == nil {
 		return nil
 	}
 	zeros := make([]byte, min(n, 1<<20))
@@ -231,12 +232,16 @@ const lastName = "log.last"
 
 // readLast returns the newest segment lastName names; ok is false where the
 // file does not exist (a journal written before it was kept).
-func readLast(dir string) (seq uint64, ok bool, err error) {
-	b, err := os.ReadFile(filepath.Join(dir, lastName))
-	if errors.Is(err, os.ErrNotExist) {
+func readLast(d dir) (seq uint64, ok bool, err error) {
+	f, err := d.fs.Open(d.join(lastName))
+	if errors.Is(err, fs.ErrNotExist) {
 		return 0, false, nil
 	}
 	if err != nil {
+		return 0, false, err
+	}
+	b, err := io.ReadAll(f)
+	if err = errors.Join(err, f.Close()); err != nil {
 		return 0, false, err
 	}
 	seq, err = strconv.ParseUint(strings.TrimSpace(string(b)), 16, 64)
@@ -248,16 +253,16 @@ func readLast(dir string) (seq uint64, ok bool, err error) {
 
 // writeLast records that seq is the newest segment: written aside, synced,
 // renamed over lastName; the caller syncs the directory.
-func writeLast(dir string, seq uint64) error {
-	tmp := filepath.Join(dir, lastName+".tmp")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+func writeLast(d dir, seq uint64) error {
+	tmp := d.join(lastName + ".tmp")
+	f, err := d.fs.Create(tmp)
 	if err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(f, "%016x\n", seq)
 	if err = errors.Join(err, f.Sync(), f.Close()); err != nil {
-		os.Remove(tmp)
+		d.fs.Remove(tmp)
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(dir, lastName))
+	return d.fs.Rename(tmp, d.join(lastName))
 }

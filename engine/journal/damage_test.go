@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/engine/journal/vfs"
 )
 
 // tinySegments makes a few commits fill a segment, and never snapshots.
@@ -64,9 +65,9 @@ func wantAll(t *testing.T, db *DB, n, size int) {
 }
 
 // patch changes the file name of dir with fn.
-func patch(t testing.TB, dir, name string, fn func(f *os.File)) {
+func patch(t testing.TB, dir, name string, fn func(f vfs.File)) {
 	t.Helper()
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
+	f, err := vfs.Default.OpenReadWrite(filepath.Join(dir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func patch(t testing.TB, dir, name string, fn func(f *os.File)) {
 
 func flip(t *testing.T, dir string, seq uint64, off int64) {
 	t.Helper()
-	patch(t, dir, segmentName(seq), func(f *os.File) {
+	patch(t, dir, segmentName(seq), func(f vfs.File) {
 		b := make([]byte, 1)
 		if _, err := f.ReadAt(b, off); err != nil {
 			t.Fatal(err)
@@ -170,7 +171,7 @@ func TestOpen_Damage(t *testing.T) {
 			return segmentName(r.seq), r.end
 		}},
 		{"LastSegmentsRemoved", func(t *testing.T, dir string, recs []record) (string, int64) {
-			segs, _ := listFiles(dir, "log-", ".seg")
+			segs, _ := listFiles(osDir(dir), "log-", ".seg")
 			last := recs[len(recs)-1].seq
 			for _, s := range segs {
 				if s >= last {
@@ -180,12 +181,12 @@ func TestOpen_Damage(t *testing.T) {
 			return segmentName(last), -1
 		}},
 		{"SnapshotFlipped", func(t *testing.T, dir string, recs []record) (string, int64) {
-			snaps, _ := listFiles(dir, "snap-", ".bin")
+			snaps, _ := listFiles(osDir(dir), "snap-", ".bin")
 			if len(snaps) == 0 {
 				t.Fatal("no snapshot")
 			}
 			name := snapshotName(snaps[len(snaps)-1])
-			patch(t, dir, name, func(f *os.File) {
+			patch(t, dir, name, func(f vfs.File) {
 				b := []byte{0}
 				f.ReadAt(b, 20)
 				b[0] ^= 0x10
@@ -236,7 +237,7 @@ func TestOpen_TornTail(t *testing.T) {
 		tear func(t *testing.T, dir string, r record)
 	}{
 		{"End", func(t *testing.T, dir string, r record) {
-			patch(t, dir, segmentName(r.seq), func(f *os.File) {
+			patch(t, dir, segmentName(r.seq), func(f vfs.File) {
 				keep := (r.start/sector + 2) * sector // two sectors at most written
 				if err := zeroRange(f, keep, r.end-keep); err != nil {
 					t.Fatal(err)
@@ -244,7 +245,7 @@ func TestOpen_TornTail(t *testing.T) {
 			})
 		}},
 		{"SectorInside", func(t *testing.T, dir string, r record) {
-			patch(t, dir, segmentName(r.seq), func(f *os.File) {
+			patch(t, dir, segmentName(r.seq), func(f vfs.File) {
 				hole := (r.start/sector + 2) * sector
 				if err := zeroRange(f, hole, sector); err != nil {
 					t.Fatal(err)
@@ -252,7 +253,7 @@ func TestOpen_TornTail(t *testing.T) {
 			})
 		}},
 		{"Header", func(t *testing.T, dir string, r record) {
-			patch(t, dir, segmentName(r.seq), func(f *os.File) {
+			patch(t, dir, segmentName(r.seq), func(f vfs.File) {
 				first := (r.start/sector + 1) * sector
 				if err := zeroRange(f, r.start, first-r.start); err != nil {
 					t.Fatal(err)
@@ -302,7 +303,7 @@ func TestOpen_LegacyWithoutLast(t *testing.T) {
 	db := openT(t, dir, tinySegments)
 	wantAll(t, db, 20, 300)
 	db.Close()
-	if _, ok, err := readLast(dir); !ok || err != nil {
+	if _, ok, err := readLast(osDir(dir)); !ok || err != nil {
 		t.Fatalf("log.last after opening a journal without it: %v, %v; want it written", ok, err)
 	}
 	os.Remove(filepath.Join(dir, segmentName(recs[len(recs)-1].seq)))
@@ -345,8 +346,8 @@ func TestOpen_RestartsDoNotGrow(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			segs, _ := listFiles(dir, "log-", ".seg")
-			snaps, _ := listFiles(dir, "snap-", ".bin")
+			segs, _ := listFiles(osDir(dir), "log-", ".seg")
+			snaps, _ := listFiles(osDir(dir), "snap-", ".bin")
 			if len(segs) > 3 || len(snaps) > 2 || len(snaps) == 0 {
 				t.Fatalf("%d segments and %d snapshots after 100 restarts; want at most 3 and 1..2", len(segs), len(snaps))
 			}
@@ -374,7 +375,7 @@ func FuzzOpenDamaged(f *testing.F) {
 	f.Fuzz(func(t *testing.T, off1 uint16, x1 byte, off2 uint16, x2 byte) {
 		dir := t.TempDir()
 		copyDir(t, template, dir)
-		segs, _ := listFiles(dir, "log-", ".seg")
+		segs, _ := listFiles(osDir(dir), "log-", ".seg")
 		total := int64(len(segs)) * tinySegments.SegmentSize
 		onlyLastByteZeroed := true
 		for _, d := range []struct {
@@ -386,7 +387,7 @@ func FuzzOpenDamaged(f *testing.F) {
 			}
 			seq, at := segs[d.off/tinySegments.SegmentSize], d.off%tinySegments.SegmentSize
 			var b [1]byte
-			patch(t, dir, segmentName(seq), func(f *os.File) {
+			patch(t, dir, segmentName(seq), func(f vfs.File) {
 				f.ReadAt(b[:], at)
 				b[0] ^= d.x
 				f.WriteAt(b[:], at)
@@ -474,7 +475,7 @@ func TestTornTail_HeaderAcrossSectors(t *testing.T) {
 			if err := os.WriteFile(file, b, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			f, err := os.Open(file)
+			f, err := vfs.Default.Open(file)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -490,3 +491,6 @@ func TestTornTail_HeaderAcrossSectors(t *testing.T) {
 		})
 	}
 }
+
+// osDir is the journal directory path on the operating system's files.
+func osDir(path string) dir { return dir{fs: vfs.Default, path: path} }

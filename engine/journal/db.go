@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/engine/journal/vfs"
 	"github.com/fence-lock/fence/state"
 )
 
@@ -40,6 +41,10 @@ type Options struct {
 	// it to drop what was written past it, as a power cut would. It runs
 	// on the writer's goroutine.
 	Synced func(segment string, off int64)
+	// FS is the file system the journal runs on; nil, the default, is the
+	// operating system's (vfs.Default). Tests put faults between the
+	// journal and the disk with vfs.WithFaults.
+	FS vfs.FS
 	// UnsafeAckBeforeSync makes commits skip the log's fdatasync: a change
 	// is acknowledged before it is durable, and a power cut loses it. It
 	// exists only so that tests can show what the sync prevents: never
@@ -80,6 +85,9 @@ func OpenOptions(dir string, opts Options) (*DB, error) {
 	if opts.SnapshotEvery <= 0 {
 		opts.SnapshotEvery = DefaultSnapshotEvery
 	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
 	e, err := openEngine(dir, opts)
 	if err != nil {
 		return nil, err
@@ -109,9 +117,9 @@ func (db *DB) Check() error {
 
 // engine implements state.Engine, state.Viewer and state.Limiter.
 type engine struct {
-	dir  string
+	d    dir
 	opts Options
-	lock *os.File // flock'ed while open
+	lock io.Closer // the directory's lock, held while open
 
 	mu        sync.RWMutex // guards the state and closed
 	resources map[string]state.Resource
@@ -139,26 +147,23 @@ type engine struct {
 	writeErr *writeError // the failure of the last append, nil if it succeeded
 }
 
-func openEngine(dir string, opts Options) (*engine, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+func openEngine(path string, opts Options) (*engine, error) {
+	d := dir{fs: opts.FS, path: path}
+	if err := d.fs.MkdirAll(path); err != nil {
 		return nil, fmt.Errorf("journal: create data directory: %w", err)
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := d.fs.Lock(d.join("LOCK"))
+	if errors.Is(err, vfs.ErrLocked) {
+		return nil, fmt.Errorf("journal: open %s: in use by another process", path)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
+		return nil, fmt.Errorf("journal: open %s: lock: %w", path, err)
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("journal: open %s: in use by another process", dir)
-		}
-		return nil, fmt.Errorf("journal: open %s: lock: %w", dir, err)
-	}
-	e := &engine{dir: dir, opts: opts, lock: lock,
+	e := &engine{d: d, opts: opts, lock: lock,
 		resources: map[string]state.Resource{}, entries: map[state.EntryID]state.Entry{}}
 	if err := e.recover(); err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
+		return nil, fmt.Errorf("journal: open %s: %w", path, err)
 	}
 	return e, nil
 }
@@ -171,23 +176,23 @@ func openEngine(dir string, opts Options) (*engine, error) {
 // missing) is refused with a *CorruptError: replaying around it would lose
 // acknowledged changes and issue tokens again.
 func (e *engine) recover() error {
-	names, err := os.ReadDir(e.dir)
+	names, err := e.d.fs.ReadDir(e.d.path)
 	if err != nil {
 		return err
 	}
 	for _, de := range names {
 		if strings.HasSuffix(de.Name(), ".tmp") {
-			os.Remove(filepath.Join(e.dir, de.Name())) // half made before a crash
+			e.d.fs.Remove(e.d.join(de.Name())) // half made before a crash
 		}
 	}
-	snaps, err := listFiles(e.dir, "snap-", ".bin")
+	snaps, err := listFiles(e.d, "snap-", ".bin")
 	if err != nil {
 		return err
 	}
 	pos := position{seq: 1} // the log starts with segment 1
 	if len(snaps) > 0 {
 		e.snapN = snaps[len(snaps)-1]
-		if pos, err = readSnapshot(e.dir, e.snapN, e); err != nil {
+		if pos, err = readSnapshot(e.d, e.snapN, e); err != nil {
 			if errors.Is(err, ErrCorrupt) {
 				return &CorruptError{File: snapshotName(e.snapN), Offset: -1, Reason: err.Error()}
 			}
@@ -205,7 +210,7 @@ func (e *engine) recover() error {
 		if seq == pos.seq {
 			off = int64(pos.off)
 		}
-		end, err := readSegment(e.dir, seq, off, func(p []byte) error { return decodeOps(p, e) })
+		end, err := readSegment(e.d, seq, off, func(p []byte) error { return decodeOps(p, e) })
 		if err != nil {
 			return &CorruptError{File: segmentName(seq), Offset: end, Reason: err.Error()}
 		}
@@ -222,19 +227,19 @@ func (e *engine) recover() error {
 		}
 	}
 	if len(live) == 0 {
-		if err := createSegment(e.dir, pos.seq, e.opts.SegmentSize); err != nil {
+		if err := createSegment(e.d, pos.seq, e.opts.SegmentSize); err != nil {
 			return fmt.Errorf("new log segment: %w", err)
 		}
 		last = pos.seq
 	}
-	if e.seg, err = openSegment(e.dir, writer.seq, int64(writer.off)); err != nil {
+	if e.seg, err = openSegment(e.d, writer.seq, int64(writer.off)); err != nil {
 		return err
 	}
 	e.seg.noSync = e.opts.UnsafeAckBeforeSync
 	// What was replayed may be in the page cache only (written whole, not
 	// yet synced, when the last process died): sync it before serving it.
 	if !e.opts.UnsafeAckBeforeSync {
-		if err := datasync(e.seg.f); err != nil {
+		if err := e.seg.f.Datasync(); err != nil {
 			return fmt.Errorf("sync %s: %w", segmentName(writer.seq), err)
 		}
 	}
@@ -245,16 +250,16 @@ func (e *engine) recover() error {
 	// after it hold nothing (checked above) and go.
 	spare := writer.seq + 1
 	if last > spare || !strict {
-		if err := writeLast(e.dir, max(writer.seq, min(last, spare))); err != nil {
+		if err := writeLast(e.d, max(writer.seq, min(last, spare))); err != nil {
 			return fmt.Errorf("record the log's last segment: %w", err)
 		}
 	}
 	for _, seq := range live {
 		if seq > spare {
-			os.Remove(filepath.Join(e.dir, segmentName(seq)))
+			e.d.fs.Remove(e.d.join(segmentName(seq)))
 		}
 	}
-	if err := syncDir(e.dir); err != nil {
+	if err := e.d.fs.SyncDir(e.d.path); err != nil {
 		return err
 	}
 	if slices.Contains(live, spare) {
@@ -274,11 +279,11 @@ func (e *engine) recover() error {
 // strict is false for a journal written before lastName was kept, whose
 // segments before the last may end with a record cut short by a crash.
 func (e *engine) logSegments(pos position) (live []uint64, last uint64, strict bool, err error) {
-	segs, err := listFiles(e.dir, "log-", ".seg")
+	segs, err := listFiles(e.d, "log-", ".seg")
 	if err != nil {
 		return nil, 0, false, err
 	}
-	last, strict, err = readLast(e.dir)
+	last, strict, err = readLast(e.d)
 	if err != nil {
 		return nil, 0, false, err
 	}
@@ -311,7 +316,7 @@ func (e *engine) logSegments(pos position) (live []uint64, last uint64, strict b
 // segments must hold nothing after such a record. Anything else is a
 // *CorruptError.
 func (e *engine) checkTail(seq uint64, end int64, later []uint64, strict bool) (torn bool, err error) {
-	f, err := os.OpenFile(filepath.Join(e.dir, segmentName(seq)), os.O_RDWR, 0)
+	f, err := e.d.fs.OpenReadWrite(e.d.join(segmentName(seq)))
 	if err != nil {
 		return false, err
 	}
@@ -340,7 +345,7 @@ func (e *engine) checkTail(seq uint64, end int64, later []uint64, strict bool) (
 	}
 	if strict {
 		for _, next := range later {
-			g, err := os.Open(filepath.Join(e.dir, segmentName(next)))
+			g, err := e.d.fs.Open(e.d.join(segmentName(next)))
 			if err != nil {
 				return false, err
 			}
@@ -362,7 +367,7 @@ func (e *engine) checkTail(seq uint64, end int64, later []uint64, strict bool) (
 	if err := zeroRange(f, end, fi.Size()-end); err != nil {
 		return false, fmt.Errorf("cut the record a crash left short in %s at %d: %w", segmentName(seq), end, err)
 	}
-	return true, datasync(f)
+	return true, f.Datasync()
 }
 
 // The engine applies replayed and committed changes to its state.
@@ -379,7 +384,7 @@ func (e *engine) makeSpare(seq uint64) {
 	e.spareWG.Add(1)
 	go func() {
 		defer e.spareWG.Done()
-		err := createSegment(e.dir, seq, e.opts.SegmentSize)
+		err := createSegment(e.d, seq, e.opts.SegmentSize)
 		e.bgMu.Lock()
 		defer e.bgMu.Unlock()
 		if err != nil {
@@ -479,11 +484,11 @@ func (e *engine) roll() error {
 	e.spare, e.spareErr = 0, nil
 	e.bgMu.Unlock()
 	if spare != next {
-		if err := createSegment(e.dir, next, e.opts.SegmentSize); err != nil {
+		if err := createSegment(e.d, next, e.opts.SegmentSize); err != nil {
 			return fmt.Errorf("new log segment (after %v): %w", spareErr, err)
 		}
 	}
-	seg, err := openSegment(e.dir, next, 0)
+	seg, err := openSegment(e.d, next, 0)
 	if err != nil {
 		return err
 	}
@@ -518,7 +523,7 @@ func (e *engine) snapshot() {
 	e.snapWG.Add(1)
 	go func() {
 		defer e.snapWG.Done()
-		err := writeSnapshot(e.dir, n, pos, resources, entries, rev)
+		err := writeSnapshot(e.d, n, pos, resources, entries, rev)
 		if err == nil {
 			err = e.removeBefore(n, pos.seq)
 		}
@@ -533,25 +538,25 @@ func (e *engine) snapshot() {
 
 // removeBefore removes the snapshots before n and the segments before seq.
 func (e *engine) removeBefore(n, seq uint64) error {
-	snaps, err := listFiles(e.dir, "snap-", ".bin")
+	snaps, err := listFiles(e.d, "snap-", ".bin")
 	if err != nil {
 		return err
 	}
 	for _, s := range snaps {
 		if s < n {
-			os.Remove(filepath.Join(e.dir, snapshotName(s)))
+			e.d.fs.Remove(e.d.join(snapshotName(s)))
 		}
 	}
-	segs, err := listFiles(e.dir, "log-", ".seg")
+	segs, err := listFiles(e.d, "log-", ".seg")
 	if err != nil {
 		return err
 	}
 	for _, s := range segs {
 		if s < seq {
-			os.Remove(filepath.Join(e.dir, segmentName(s)))
+			e.d.fs.Remove(e.d.join(segmentName(s)))
 		}
 	}
-	return syncDir(e.dir)
+	return e.d.fs.SyncDir(e.d.path)
 }
 
 func (e *engine) isClosed() bool {
@@ -572,7 +577,7 @@ func (e *engine) check() error {
 	// Ready again once the record that did not fit would, with room to
 	// spare, so that a server kept from writes while it is not ready can
 	// become ready again: the next change then finds the space.
-	if free, err := freeSpace(e.dir); err == nil && free >= e.writeErr.size+spaceMargin {
+	if free, err := e.d.fs.FreeSpace(e.d.path); err == nil && free >= e.writeErr.size+spaceMargin {
 		e.writeErr = nil
 		return nil
 	}
@@ -727,12 +732,13 @@ func (db *DB) Export(ctx context.Context, resource func(name string, r state.Res
 // snapshot: it is written in a temporary directory next to dir, synced, and
 // renamed to dir at the end, so that an import cut short leaves no journal
 // behind.
-func Import(dir string, src func(ctx context.Context, resource func(string, state.Resource) error, entry func(string, string, state.Entry) error) (fence.Rev, error)) error {
-	tmp := dir + ".import"
-	if err := os.RemoveAll(tmp); err != nil {
+func Import(path string, src func(ctx context.Context, resource func(string, state.Resource) error, entry func(string, string, state.Entry) error) (fence.Rev, error)) error {
+	fs := vfs.Default
+	tmp := dir{fs: fs, path: path + ".import"}
+	if err := fs.RemoveAll(tmp.path); err != nil {
 		return fmt.Errorf("journal: import: %w", err)
 	}
-	if err := os.MkdirAll(tmp, 0o700); err != nil {
+	if err := fs.MkdirAll(tmp.path); err != nil {
 		return fmt.Errorf("journal: import: %w", err)
 	}
 	resources := map[string]state.Resource{}
@@ -750,11 +756,11 @@ func Import(dir string, src func(ctx context.Context, resource func(string, stat
 		err = writeSnapshot(tmp, 1, position{seq: 1}, resources, entries, rev)
 	}
 	if err == nil {
-		err = os.Rename(tmp, dir)
+		err = fs.Rename(tmp.path, path)
 	}
 	if err != nil {
-		os.RemoveAll(tmp)
+		fs.RemoveAll(tmp.path)
 		return fmt.Errorf("journal: import: %w", err)
 	}
-	return syncDir(filepath.Dir(dir))
+	return fs.SyncDir(filepath.Dir(path))
 }

@@ -95,8 +95,8 @@ func TestDB_Reopen(t *testing.T) {
 		t.Fatalf("after reopen:\n%v\nwant\n%v", got, last)
 	}
 	// Bounded: the snapshots replaced what they cover.
-	segs, _ := listFiles(dir, "log-", ".seg")
-	snaps, _ := listFiles(dir, "snap-", ".bin")
+	segs, _ := listFiles(osDir(dir), "log-", ".seg")
+	snaps, _ := listFiles(osDir(dir), "snap-", ".bin")
 	if len(snaps) > 2 || len(segs) > 8 {
 		t.Fatalf("%d segments and %d snapshots left after 2000 commits; want the old ones removed", len(segs), len(snaps))
 	}
@@ -185,7 +185,7 @@ func TestDB_MissingSegment(t *testing.T) {
 	}
 	load(t, db, 200)
 	db.Close()
-	segs, _ := listFiles(dir, "log-", ".seg")
+	segs, _ := listFiles(osDir(dir), "log-", ".seg")
 	if len(segs) < 3 {
 		t.Fatalf("%d segments, want several", len(segs))
 	}
@@ -231,7 +231,7 @@ func TestDB_GroupCommit(t *testing.T) {
 	}
 	wg.Wait()
 	records := 0
-	data, err := os.ReadFile(filepath.Join(db.e.dir, segmentName(db.e.seg.seq)))
+	data, err := os.ReadFile(filepath.Join(db.e.d.path, segmentName(db.e.seg.seq)))
 	if err != nil {
 		t.Fatal(err)
 	}

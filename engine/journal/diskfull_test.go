@@ -3,11 +3,14 @@ package journal
 import (
 	"errors"
 	"os"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/engine/journal/vfs"
 	"github.com/fence-lock/fence/state"
 )
 
@@ -18,7 +21,14 @@ import (
 // does not have the change.
 func TestUpdate_SyncOutOfSpace(t *testing.T) {
 	dir := t.TempDir()
-	db := openT(t, dir, Options{})
+	var fail atomic.Bool
+	outOfSpace := vfs.WithFaults(vfs.Default, func(op vfs.Op, name string) error {
+		if op == vfs.OpDatasync && strings.HasSuffix(name, ".seg") && fail.CompareAndSwap(true, false) {
+			return &os.PathError{Op: "sync", Path: name, Err: syscall.ENOSPC}
+		}
+		return nil
+	})
+	db := openT(t, dir, Options{FS: outOfSpace})
 	ctx := t.Context()
 	tok, err := db.Grant(ctx, "r", "h", time.Minute, time.Now().Add(time.Minute))
 	if err != nil {
@@ -28,15 +38,7 @@ func TestUpdate_SyncOutOfSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	fail := true
-	syncRecord = func(f *os.File) error {
-		if fail {
-			fail = false
-			return &os.PathError{Op: "sync", Path: f.Name(), Err: syscall.ENOSPC}
-		}
-		return datasync(f)
-	}
-	t.Cleanup(func() { syncRecord = datasync })
+	fail.Store(true) // the next record's sync
 	_, err = db.Put(ctx, "r", "lost", []byte("v"), tok, fence.Cond{})
 	if !errors.Is(err, state.ErrNotApplied) || !errors.Is(err, fence.ErrClosed) || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Put with the sync out of space: %v, want not applied (ErrNotApplied, ErrClosed, ENOSPC)", err)
@@ -74,18 +76,24 @@ func TestUpdate_SyncOutOfSpace(t *testing.T) {
 // TestUpdate_SyncIOError makes the sync fail otherwise (EIO): the journal
 // cannot vouch for what it wrote and takes no more changes.
 func TestUpdate_SyncIOError(t *testing.T) {
-	db := openT(t, t.TempDir(), Options{})
+	var fail atomic.Bool
+	ioError := vfs.WithFaults(vfs.Default, func(op vfs.Op, name string) error {
+		if op == vfs.OpDatasync && fail.Load() {
+			return &os.PathError{Op: "sync", Path: name, Err: syscall.EIO}
+		}
+		return nil
+	})
+	db := openT(t, t.TempDir(), Options{FS: ioError})
 	ctx := t.Context()
 	tok, err := db.Grant(ctx, "r", "h", time.Minute, time.Now().Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	syncRecord = func(f *os.File) error { return &os.PathError{Op: "sync", Path: f.Name(), Err: syscall.EIO} }
-	t.Cleanup(func() { syncRecord = datasync })
+	fail.Store(true)
 	if _, err := db.Put(ctx, "r", "k", []byte("v"), tok, fence.Cond{}); errors.Is(err, state.ErrNotApplied) || err == nil {
 		t.Fatalf("Put with the sync failing with EIO: %v, want an error of unknown outcome", err)
 	}
-	syncRecord = datasync
+	fail.Store(false) // the disk is well again; the journal must not trust it
 	if _, err := db.Put(ctx, "r", "k2", []byte("v"), tok, fence.Cond{}); err == nil {
 		t.Fatal("a change was accepted after an I/O error")
 	}

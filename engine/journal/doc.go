@@ -22,6 +22,10 @@
 // offset: replaying around it would lose acknowledged changes and issue
 // tokens again.
 //
+// Every call it makes of the file system goes through Options.FS (package
+// vfs; the operating system's by default), so that tests put faults between
+// the journal and the disk: a sync out of space, an I/O error.
+//
 // It was chosen over pebble and bbolt by measuring the three in one run
 // (package internal/tools/enginebench): it pays one fdatasync per group commit
 // and little else. Its cost is memory: every resource and every value is in

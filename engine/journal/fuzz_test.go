@@ -142,12 +142,12 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	dir := f.TempDir()
 	c := sampleChanges()
 	entries := map[state.EntryID]state.Entry{{Resource: "orders", Key: "a/b"}: *c.Entries[state.EntryID{Resource: "orders", Key: "a/b"}]}
-	if err := writeSnapshot(dir, 1, position{seq: 3, off: 99}, c.Resources, entries, 9); err != nil {
+	if err := writeSnapshot(osDir(dir), 1, position{seq: 3, off: 99}, c.Resources, entries, 9); err != nil {
 		f.Fatal(err)
 	}
 	var good []byte
 	if r := newRecorder(); true {
-		pos, err := readSnapshot(dir, 1, r)
+		pos, err := readSnapshot(osDir(dir), 1, r)
 		if err != nil || pos != (position{3, 99}) || len(r.resources) != 2 || len(r.entries) != 1 || r.rev != 9 {
 			f.Fatalf("readSnapshot=%v, %v, %+v", pos, err, r)
 		}

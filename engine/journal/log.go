@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/fence-lock/fence/engine/journal/vfs"
 )
 
 // The log is a sequence of segments, files of SegmentSize bytes made at
@@ -40,8 +41,8 @@ func snapshotName(seq uint64) string { return fmt.Sprintf("snap-%016x.bin", seq)
 
 // listFiles returns the sequence numbers of the files in dir named with
 // prefix and suffix, sorted.
-func listFiles(dir, prefix, suffix string) ([]uint64, error) {
-	names, err := os.ReadDir(dir)
+func listFiles(d dir, prefix, suffix string) ([]uint64, error) {
+	names, err := d.fs.ReadDir(d.path)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +65,7 @@ func listFiles(dir, prefix, suffix string) ([]uint64, error) {
 // segment is an open segment being written.
 type segment struct {
 	seq    uint64
-	f      *os.File
+	f      vfs.File
 	off    int64 // where the next record goes
 	size   int64
 	noSync bool // Options.UnsafeAckBeforeSync
@@ -75,28 +76,28 @@ type segment struct {
 // segment never counts. It is sparse: measured on the machines fence was
 // built on, a sync after a write into a hole costs no more than one after
 // an overwrite of written zeros, and less than one after an append.
-func createSegment(dir string, seq uint64, size int64) error {
-	tmp := filepath.Join(dir, segmentName(seq)+".tmp")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+func createSegment(d dir, seq uint64, size int64) error {
+	tmp := d.join(segmentName(seq) + ".tmp")
+	f, err := d.fs.Create(tmp)
 	if err != nil {
 		return err
 	}
 	if err := errors.Join(f.Truncate(size), f.Sync(), f.Close()); err != nil {
-		os.Remove(tmp)
+		d.fs.Remove(tmp)
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, segmentName(seq))); err != nil {
+	if err := d.fs.Rename(tmp, d.join(segmentName(seq))); err != nil {
 		return err
 	}
-	if err := writeLast(dir, seq); err != nil {
+	if err := writeLast(d, seq); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return d.fs.SyncDir(d.path)
 }
 
 // openSegment opens segment seq of dir to write from off.
-func openSegment(dir string, seq uint64, off int64) (*segment, error) {
-	f, err := os.OpenFile(filepath.Join(dir, segmentName(seq)), os.O_RDWR, 0)
+func openSegment(d dir, seq uint64, off int64) (*segment, error) {
+	f, err := d.fs.OpenReadWrite(d.join(segmentName(seq)))
 	if err != nil {
 		return nil, err
 	}
@@ -112,10 +113,10 @@ func openSegment(dir string, seq uint64, off int64) (*segment, error) {
 // append, is in s: it punches them out and syncs, so that they read as
 // zeros, the end of the log, at the next open. It needs no free space.
 func (s *segment) clear(off, n int64) error {
-	if err := punch(s.f, off, n); err != nil {
+	if err := s.f.Punch(off, n); err != nil {
 		return fmt.Errorf("punch out %d bytes at %d of %s: %w", n, off, segmentName(s.seq), err)
 	}
-	if err := datasync(s.f); err != nil {
+	if err := s.f.Datasync(); err != nil {
 		return fmt.Errorf("sync %s: %w", segmentName(s.seq), err)
 	}
 	return nil
@@ -124,10 +125,6 @@ func (s *segment) clear(off, n int64) error {
 // fits reports whether a record with a payload of n bytes fits in s.
 func (s *segment) fits(n int) bool { return s.off+recordHeader+int64(n) <= s.size }
 
-// syncRecord makes an appended record durable: datasync, which tests
-// replace to make a sync fail.
-var syncRecord = datasync
-
 // append writes a record with payload at the end of s and syncs it.
 func (s *segment) append(buf, payload []byte) ([]byte, error) {
 	buf = appendRecord(buf[:0], s.seq, payload)
@@ -135,7 +132,7 @@ func (s *segment) append(buf, payload []byte) ([]byte, error) {
 		return buf, err
 	}
 	if !s.noSync {
-		if err := syncRecord(s.f); err != nil {
+		if err := s.f.Datasync(); err != nil {
 			return buf, err
 		}
 	}
@@ -157,8 +154,8 @@ func appendRecord(b []byte, seq uint64, payload []byte) []byte {
 // readSegment calls fn with the payload of every valid record of segment
 // seq from off, and returns where the valid records end. It reads the file
 // as a stream: a segment is not held in memory whole.
-func readSegment(dir string, seq uint64, off int64, fn func(payload []byte) error) (int64, error) {
-	f, err := os.Open(filepath.Join(dir, segmentName(seq)))
+func readSegment(d dir, seq uint64, off int64, fn func(payload []byte) error) (int64, error) {
+	f, err := d.fs.Open(d.join(segmentName(seq)))
 	if err != nil {
 		return 0, err
 	}
@@ -205,11 +202,11 @@ func scanRecords(r io.Reader, seq uint64, off int64, fn func(payload []byte) err
 // (a segment is never that large), whatever the bytes say.
 const maxRecord = 1 << 30
 
-// syncDir makes the names in dir durable (creations, renames, removals).
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
+// dir is the journal's directory on its file system.
+type dir struct {
+	fs   vfs.FS
+	path string
 }
+
+// join returns the path of name in d.
+func (d dir) join(name string) string { return filepath.Join(d.path, name) }
