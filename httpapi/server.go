@@ -55,15 +55,11 @@ type Handler struct {
 	// fence.ErrUnauthorized (401: no or unknown credentials). It is called
 	// once per request of every route that needs credentials, before the
 	// request's body is read; the caller's grants then decide (403
-	// forbidden otherwise):
-	//
-	//	"lock"  POST /v1/locks/{resource}/acquire, renew, release
-	//	"read"  GET/HEAD /v1/locks/{resource}, /v1/kv/..., /v1/fences/{resource};
-	//	        GET /v1/locks lists, and GET /v1/watch streams, only the
-	//	        locks whose resource allows it
-	//	"write" PUT/DELETE /v1/kv/..., POST /v1/fences/{resource}
-	//	"admin" POST /v1/locks/{resource}/revoke; GET /metrics if ProtectMetrics
-	//
+	// forbidden otherwise) with the permission that the operation's row of
+	// wire.Routes names (docs/API.md, Authentication, lists them): "lock"
+	// for leases, "read" to read, "write" for storage writes, "admin" to
+	// revoke and, with ProtectMetrics, for GET /metrics. A listing and a
+	// watch stream show only the locks whose resource the caller may read.
 	// POST /v1/txn needs "write" on every resource of its fences and ops
 	// and "read" on every resource of its compares, checked once the body
 	// is decoded. /healthz, /readyz, /v1/keys and /v1/openapi.json are

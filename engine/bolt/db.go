@@ -30,16 +30,16 @@ var (
 	keyRev          = []byte("rev")
 )
 
-// rules is the shared implementation; the alias keeps the embedded field unexported.
-type rules = state.DB
+// stateDB is package state's DB: the operations' rules and the group
+// commit over this engine. The alias embeds it as an unexported field, so
+// that its methods are the DB's and the field is not.
+type stateDB = state.DB
 
 // DB is fence's durable state in one bbolt file. It implements fence.Store
-// (Put, Get, Delete, Fence, Claim, Txn) and fence.Ledger (Grant, Refresh, End,
-// Handoff, Revoke, SetDelay, Leases, LastToken) with the rules and the group commit of
-// package state, and is safe for concurrent use. Every change returns after
-// it is fsynced.
+// and fence.Ledger with the rules and the group commit of package state, and
+// is safe for concurrent use. Every change returns after it is fsynced.
 type DB struct {
-	*rules
+	*stateDB
 	bdb *bbolt.DB
 
 	mu        sync.RWMutex // held for reading while a read or a commit is inside bbolt
@@ -84,7 +84,7 @@ func Open(dir string) (*DB, error) {
 		return nil, fmt.Errorf("bolt: open %s: create buckets: %w", path, err)
 	}
 	db := &DB{bdb: bdb}
-	db.rules = state.NewDB("bolt", engine{db})
+	db.stateDB = state.NewDB("bolt", engine{db})
 	return db, nil
 }
 
@@ -92,7 +92,7 @@ func Open(dir string) (*DB, error) {
 // return fence.ErrClosed; a second Close returns when the first is done.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
-		db.rules.Close()
+		db.stateDB.Close()
 		// Readers hold mu for reading: none is inside bbolt after this.
 		db.mu.Lock()
 		db.closed = true

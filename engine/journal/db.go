@@ -52,17 +52,18 @@ type Options struct {
 	UnsafeAckBeforeSync bool
 }
 
-// rules is the shared implementation; the alias keeps the embedded field unexported.
-type rules = state.DB
+// stateDB is package state's DB: the operations' rules and the group
+// commit over this engine. The alias embeds it as an unexported field, so
+// that its methods are the DB's and the field is not.
+type stateDB = state.DB
 
 // DB is fence's durable state: in memory, with every commit appended to a
 // log on disk and fdatasynced before it is applied (one sync per group
-// commit), and snapshots that bound the log. It implements fence.Store (Put,
-// Get, Delete, Fence, Claim, Txn) and fence.Ledger (Grant, Refresh, End,
-// Handoff, Revoke, SetDelay, Leases, LastToken) with the rules and the group commit of
-// package state, and is safe for concurrent use.
+// commit), and snapshots that bound the log. It implements fence.Store and
+// fence.Ledger with the rules and the group commit of package state, and is
+// safe for concurrent use.
 type DB struct {
-	*rules
+	*stateDB
 	e *engine
 }
 
@@ -93,7 +94,7 @@ func OpenOptions(dir string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db := &DB{e: e}
-	db.rules = state.NewDB("journal", e)
+	db.stateDB = state.NewDB("journal", e)
 	return db, nil
 }
 
@@ -101,7 +102,7 @@ func OpenOptions(dir string, opts Options) (*DB, error) {
 // progress, and closes the journal. Later calls return fence.ErrClosed; a
 // second Close returns when the first is done.
 func (db *DB) Close() error {
-	db.rules.Close()
+	db.stateDB.Close()
 	return db.e.close()
 }
 

@@ -15,15 +15,16 @@ import (
 	"github.com/fence-lock/fence/state"
 )
 
-// rules is the shared implementation; the alias keeps the embedded field unexported.
-type rules = state.DB
+// stateDB is package state's DB: the operations' rules and the group
+// commit over this engine. The alias embeds it as an unexported field, so
+// that its methods are the DB's and the field is not.
+type stateDB = state.DB
 
-// DB is state in memory. It implements fence.Store (Put, Get, Delete, Fence,
-// Claim, Txn) and fence.Ledger (Grant, Refresh, End, Handoff, Revoke, SetDelay,
-// Leases, LastToken) and is safe for concurrent use. It needs no Close. The zero DB is
-// not usable; call New.
+// DB is state in memory. It implements fence.Store and fence.Ledger with the
+// rules of package state, and is safe for concurrent use. It needs no Close.
+// The zero DB is not usable; call New.
 type DB struct {
-	*rules
+	*stateDB
 	mu sync.Mutex // serialises every transaction
 	tx mapTx
 }
@@ -36,7 +37,7 @@ var (
 // New returns an empty DB.
 func New() *DB {
 	db := &DB{tx: mapTx{resources: map[string]state.Resource{}, entries: map[entryKey]state.Entry{}}}
-	db.rules = state.NewDB("memory", engine{db})
+	db.stateDB = state.NewDB("memory", engine{db})
 	return db
 }
 
