@@ -30,6 +30,7 @@ type chaosJSON struct {
 	Cluster         string         `json:"cluster"`
 	UnnamedRefusals int            `json:"unnamed_refusals"`
 	UnsafeEpoch     bool           `json:"unsafe_epoch"`
+	StaleAttempts   int            `json:"stale_attempts"`
 }
 
 func runChaos(t *testing.T, args ...string) (chaosJSON, int, string) {
@@ -70,8 +71,21 @@ func TestChaos(t *testing.T) {
 // TestChaos_Unsafe runs the same workload against storage that ignores
 // fencing tokens: the checker must catch the stale writes.
 func TestChaos_Unsafe(t *testing.T) {
-	rep, code, _ := runChaos(t, "--duration", "12s", "--seed", "2", "--unsafe", "--faults", "pause")
-	t.Logf("%+v", rep)
+	// A paused client's stale write may come after the run's end on a
+	// loaded machine: run longer until one is sent, and then the checkers
+	// must find it.
+	var rep chaosJSON
+	var code int
+	for _, d := range []string{"6s", "12s", "24s", "48s"} {
+		rep, code, _ = runChaos(t, "--duration", d, "--seed", "2", "--unsafe", "--faults", "pause")
+		t.Logf("%s: %+v", d, rep)
+		if rep.StaleAttempts > 0 {
+			break
+		}
+	}
+	if rep.StaleAttempts == 0 {
+		t.Fatalf("no stale write was sent in 90 s of pauses: %+v", rep)
+	}
 	if code != 7 || rep.Violations == 0 || rep.Checkers["stale-accepted"] == 0 {
 		t.Fatalf("exit %d, report %+v: want violations found (exit 7)", code, rep)
 	}
