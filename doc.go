@@ -17,8 +17,9 @@
 //     the group commit); lock (the lock service: TTLs, waiters, expiry);
 //     watch (the event hub).
 //   - engines, where the state lives: engine/journal (embedded, the default),
-//     engine/etcd and engine/postgres (several servers sharing a replicated
-//     engine), engine/memory (tests), engine/bolt (older data directories).
+//     engine/journal/vfs its file system, engine/etcd and engine/postgres
+//     (several servers sharing a replicated engine), engine/memory (tests),
+//     engine/bolt (older data directories).
 //   - guards, the fencing rule inside the user's own store: guard/postgres,
 //     guard/redis, guard/etcd, guard/zookeeper, guard/dynamodb,
 //     guard/sqlguard (database/sql: PostgreSQL, MySQL, MariaDB), and
