@@ -19,10 +19,12 @@
 // request, and exports Prometheus metrics (see metrics.go).
 //
 // Its files, by job: server.go is the Handler (admission, errors, the
-// response), path.go matches a path to its route, handler.go binds each
-// operation to its handler, the handlers live by part of the API (meta.go,
-// locks.go, kv.go, fences.go, txn.go, watch.go) with the decoders of their
-// bodies, and jsonstrict.go is the strict JSON reader those share. forward.go
+// response), path.go matches a path to its route, the handlers live by part
+// of the API (meta.go, locks.go, kv.go, fences.go, txn.go, watch.go), each
+// file with its share of the binding of operations to handlers and the
+// decoders of its bodies, handler.go joins those shares, jsonstrict.go is
+// the strict JSON reader the decoders share, and routes.go lists the routes
+// for the documents' tests. forward.go
 // hands a standby's requests to the leader with their matched operation,
 // nethttpanswers.go and tlslistener.go rewrite net/http's own answers as
 // problems, and middleware.go is the guard for the user's own handlers. The

@@ -11,7 +11,8 @@ import (
 	"github.com/fence-lock/fence/wire"
 )
 
-// kvHandlers binds the fenced key-value store: GET, PUT and DELETE /v1/kv/{resource}/{key}.
+// kvHandlers binds the fenced key-value store: GET, PUT and DELETE
+// /v1/kv/{resource}/{key}.
 var kvHandlers = handlerSet{
 	wire.OpGetValue:    {serve: (*Handler).get},
 	wire.OpPutValue:    {body: fence.MaxValueSize, serve: (*Handler).put},

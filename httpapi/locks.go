@@ -9,7 +9,8 @@ import (
 	"github.com/fence-lock/fence/wire"
 )
 
-// lockHandlers binds the lock operations: status, listing, acquire, renew, release and revoke.
+// lockHandlers binds the lock operations: status, listing, acquire, renew,
+// release and revoke.
 var lockHandlers = handlerSet{
 	wire.OpListLocks:   {serve: (*Handler).listLocks},
 	wire.OpGetLock:     {serve: (*Handler).lockStatus},

@@ -15,7 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metaHandlers binds what every server answers itself: health, readiness, metrics, the OpenAPI document, the cluster, the public keys and the dashboard's files.
+// metaHandlers binds what every server answers itself: health, readiness,
+// metrics, the OpenAPI document, the cluster, the public keys and the
+// dashboard's files.
 var metaHandlers = handlerSet{
 	wire.OpGetHealth:        {serve: (*Handler).health},
 	wire.OpGetReady:         {serve: (*Handler).ready},

@@ -42,7 +42,7 @@ func bindRoutes(table []*wire.Route) []*route {
 					}
 				}
 			}
-			if !ok {
+			if !ok || h.serve == nil {
 				panic(fmt.Sprintf("httpapi: %s %s (%s) has no handler", op.Method, wr.Pattern, op.ID))
 			}
 			rt.methods = append(rt.methods, op.Method)

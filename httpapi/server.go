@@ -58,8 +58,10 @@ type Handler struct {
 	// forbidden otherwise) with the permission that the operation's row of
 	// wire.Routes names (docs/API.md, Authentication, lists them): "lock"
 	// for leases, "read" to read, "write" for storage writes, "admin" to
-	// revoke and, with ProtectMetrics, for GET /metrics. A listing and a
-	// watch stream show only the locks whose resource the caller may read.
+	// revoke and, with ProtectMetrics, for GET /metrics. Where the row
+	// lets any caller in (the cluster, the dashboard's files, a listing, a
+	// watch stream), valid credentials suffice: a listing and a watch
+	// stream show only the locks whose resource the caller may read.
 	// POST /v1/txn needs "write" on every resource of its fences and ops
 	// and "read" on every resource of its compares, checked once the body
 	// is decoded. /healthz, /readyz, /v1/keys and /v1/openapi.json are

@@ -16,7 +16,7 @@ import (
 	"github.com/fence-lock/fence/wire"
 )
 
-// txnHandlers binds POST /v1/txn, and the decoder of its body.
+// txnHandlers binds POST /v1/txn.
 var txnHandlers = handlerSet{
 	wire.OpTxn: {body: maxTxnBody, serve: (*Handler).txn},
 }

@@ -734,12 +734,12 @@ func (db *DB) Export(ctx context.Context, resource func(name string, r state.Res
 // renamed to dir at the end, so that an import cut short leaves no journal
 // behind.
 func Import(path string, src func(ctx context.Context, resource func(string, state.Resource) error, entry func(string, string, state.Entry) error) (fence.Rev, error)) error {
-	fs := vfs.Default
-	tmp := dir{fs: fs, path: path + ".import"}
-	if err := fs.RemoveAll(tmp.path); err != nil {
+	files := vfs.Default
+	tmp := dir{fs: files, path: path + ".import"}
+	if err := files.RemoveAll(tmp.path); err != nil {
 		return fmt.Errorf("journal: import: %w", err)
 	}
-	if err := fs.MkdirAll(tmp.path); err != nil {
+	if err := files.MkdirAll(tmp.path); err != nil {
 		return fmt.Errorf("journal: import: %w", err)
 	}
 	resources := map[string]state.Resource{}
@@ -757,11 +757,11 @@ func Import(path string, src func(ctx context.Context, resource func(string, sta
 		err = writeSnapshot(tmp, 1, position{seq: 1}, resources, entries, rev)
 	}
 	if err == nil {
-		err = fs.Rename(tmp.path, path)
+		err = files.Rename(tmp.path, path)
 	}
 	if err != nil {
-		fs.RemoveAll(tmp.path)
+		files.RemoveAll(tmp.path)
 		return fmt.Errorf("journal: import: %w", err)
 	}
-	return fs.SyncDir(filepath.Dir(path))
+	return files.SyncDir(filepath.Dir(path))
 }

@@ -22,9 +22,11 @@
 // offset: replaying around it would lose acknowledged changes and issue
 // tokens again.
 //
-// Every call it makes of the file system goes through Options.FS (package
-// vfs; the operating system's by default), so that tests put faults between
-// the journal and the disk: a sync out of space, an I/O error.
+// Every call an open journal makes of the file system goes through
+// Options.FS (package vfs; the operating system's by default), so that tests
+// put faults between the journal and the disk: a sync out of space, an I/O
+// error. Import, which writes a journal before any is open, uses the
+// operating system's.
 //
 // It was chosen over pebble and bbolt by measuring the three in one run
 // (package internal/tools/enginebench): it pays one fdatasync per group commit

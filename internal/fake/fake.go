@@ -24,13 +24,16 @@ import (
 var Now = time.Date(2025, 1, 2, 3, 4, 5, 600_000_000, time.FixedZone("X", 3600))
 
 // Service is a lock.Service over an engine/memory store whose clock stands
-// still at Now. The methods of fence.Locker, fence.Revoker and fence.Store
-// below count their calls; Err, when set, is returned by each of them before
-// it does anything, and Panic makes each of them panic. Every other method
-// of the two is theirs, promoted from the embedded fields, so that a new
+// still at Now. The methods of fence.Locker, fence.Revoker, fence.Store and
+// fence.UnfencedStore written below are wrapped: they count their calls
+// (Calls, Mutations), return Err when it is set before they do anything,
+// and panic with Panic. Every other method of the two embedded parts is
+// theirs, promoted unwrapped (fence.Lister's List, say), so that a new
 // operation reaches a test through the fake without an edit here; a test
-// that wants it counted or failed adds it below. It is safe for concurrent
-// use.
+// that wants it counted or failed adds its wrapper below. The embedded
+// parts' fields (the lock service's Clock among them) are the fake's: a
+// test that sets them breaks the clock that stands still. It is safe for
+// concurrent use.
 type Service struct {
 	*lock.Service // the lock service, its clock the fake's
 	*memory.DB    // the store under it
@@ -39,14 +42,16 @@ type Service struct {
 	clock time.Time      // the lock service's; Now but while Expire runs
 	calls map[string]int // method name → calls
 
-	Err   error // returned by every method; set it with SetErr while serving
-	Panic bool  // makes every method panic
+	Err   error // returned by every wrapped method; set it with SetErr while serving
+	Panic bool  // makes every wrapped method panic
 }
 
 var (
-	_ fence.Locker  = (*Service)(nil)
-	_ fence.Revoker = (*Service)(nil)
-	_ fence.Store   = (*Service)(nil)
+	_ fence.Locker        = (*Service)(nil)
+	_ fence.Revoker       = (*Service)(nil)
+	_ fence.Lister        = (*Service)(nil)
+	_ fence.Store         = (*Service)(nil)
+	_ fence.UnfencedStore = (*Service)(nil)
 )
 
 // New returns an empty Service.
@@ -78,7 +83,7 @@ func (f *Service) enter(method string) error {
 	return f.Err
 }
 
-// SetErr makes every method fail with err (nil: none).
+// SetErr makes every wrapped method fail with err (nil: none).
 func (f *Service) SetErr(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -104,7 +109,7 @@ func (f *Service) Mutations() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
-	for _, m := range []string{"Acquire", "Renew", "Release", "Revoke", "Put", "Delete", "Claim", "Txn"} {
+	for _, m := range []string{"Acquire", "Renew", "Release", "Revoke", "Put", "Delete", "PutUnfenced", "DeleteUnfenced", "Claim", "Txn"} {
 		n += f.calls[m]
 	}
 	return n
@@ -231,4 +236,20 @@ func (f *Service) Txn(ctx context.Context, t *fence.Txn) (fence.Rev, error) {
 		return 0, err
 	}
 	return f.DB.Txn(ctx, t)
+}
+
+// PutUnfenced implements fence.UnfencedStore.
+func (f *Service) PutUnfenced(ctx context.Context, resource, key string, value []byte, c fence.Cond) (fence.WriteResult, error) {
+	if err := f.enter("PutUnfenced"); err != nil {
+		return fence.WriteResult{}, err
+	}
+	return f.DB.PutUnfenced(ctx, resource, key, value, c)
+}
+
+// DeleteUnfenced implements fence.UnfencedStore.
+func (f *Service) DeleteUnfenced(ctx context.Context, resource, key string, c fence.Cond) (fence.WriteResult, error) {
+	if err := f.enter("DeleteUnfenced"); err != nil {
+		return fence.WriteResult{}, err
+	}
+	return f.DB.DeleteUnfenced(ctx, resource, key, c)
 }

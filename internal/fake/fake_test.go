@@ -70,6 +70,12 @@ func TestService_PromotesWhatItDoesNotCount(t *testing.T) {
 	if _, err := f.Status(t.Context(), "r"); !errors.Is(err, boom) {
 		t.Fatalf("Status with Err set: %v, want boom", err)
 	}
+	if _, err := f.PutUnfenced(t.Context(), "r", "k", []byte("v"), fence.Cond{}); !errors.Is(err, boom) {
+		t.Fatalf("PutUnfenced with Err set: %v, want boom", err)
+	}
+	if n := f.Mutations(); n != 2 {
+		t.Fatalf("Mutations=%d, want 2 (the acquire and the unfenced put)", n)
+	}
 	if f.Calls("Acquire") != 1 || f.Calls("Status") != 1 || f.Calls("List") != 0 {
 		t.Fatalf("calls: Acquire %d, Status %d, List %d; want 1, 1, 0", f.Calls("Acquire"), f.Calls("Status"), f.Calls("List"))
 	}

@@ -8,9 +8,12 @@ import (
 // Op names a call of an FS or a File, as a Fault sees it.
 type Op string
 
-// The calls a Fault sees. Reads are not among them: the faults a journal
-// must survive are those of making data durable.
+// The calls a Fault sees: every call of an FS or a File that changes what
+// is on disk or makes it durable. Reads are not among them: the faults a
+// journal must survive are those of writing and syncing.
 const (
+	OpMkdir     Op = "mkdir"
+	OpLock      Op = "lock"
 	OpCreate    Op = "create"
 	OpRemove    Op = "remove"
 	OpRename    Op = "rename"
@@ -24,7 +27,8 @@ const (
 )
 
 // Fault decides a call: nil lets it run, an error fails it with that error
-// before it does anything. name is the file's or directory's.
+// before it does anything. name is the file's or directory's; of a rename,
+// the new name.
 type Fault func(op Op, name string) error
 
 // WithFaults returns fs with fault standing before each of the calls that
@@ -89,7 +93,20 @@ func (fs faultFS) FreeSpace(dir string) (int64, error) {
 	return fs.FS.FreeSpace(dir)
 }
 
-func (fs faultFS) Lock(name string) (io.Closer, error)       { return fs.FS.Lock(name) }
+func (fs faultFS) MkdirAll(dir string) error {
+	if err := fs.fault(OpMkdir, dir); err != nil {
+		return err
+	}
+	return fs.FS.MkdirAll(dir)
+}
+
+func (fs faultFS) Lock(name string) (io.Closer, error) {
+	if err := fs.fault(OpLock, name); err != nil {
+		return nil, err
+	}
+	return fs.FS.Lock(name)
+}
+
 func (fs faultFS) ReadDir(dir string) ([]os.DirEntry, error) { return fs.FS.ReadDir(dir) }
 
 type faultFile struct {

@@ -72,7 +72,7 @@ type File interface {
 }
 
 // ErrLocked is Lock's error when another process holds the lock.
-var ErrLocked = syscall.EWOULDBLOCK
+const ErrLocked = syscall.EWOULDBLOCK
 
 // Default is the operating system's file system.
 var Default FS = osFS{}
