@@ -169,6 +169,24 @@ type Revoker interface {
 	Revoke(ctx context.Context, resource string) (RevokeResult, error)
 }
 
+// Transferer is implemented by Lockers whose holders can hand a lease to a
+// named successor (a handover). Implementations are safe for concurrent use.
+//
+// Transfer ends the lease of token and grants the resource to the first
+// waiter whose holder is to ("" means the first waiter, whatever its
+// holder), in one durable change: the successor's token is greater, and the
+// old token is fenced as the grant is recorded, so that there is no instant
+// without a holder and none with two. Only the lease's owner, OwnerOf(ctx),
+// may transfer it. It returns the successor's lease without its Sequencer
+// (the successor's proof of its lease, not the caller's). It fails with
+// *LeaseLostError if token does not hold the lease, and wraps ErrNotFound,
+// changing nothing, if nobody named to waits; it wraps ErrBadRequest for a
+// bad name, ErrInvalidToken for an invalid token, ErrForbidden for another
+// owner's lease. Any other error leaves the outcome unknown.
+type Transferer interface {
+	Transfer(ctx context.Context, resource string, token Token, to string) (Lease, error)
+}
+
 // Fencer raises a resource's fence without writing: what a guard in front of
 // another store (PostgreSQL, Redis, etcd) or fence storage does at the door
 // of a request. Implementations are safe for concurrent use.

@@ -179,30 +179,73 @@ func (s *Session) Err() error {
 // TTL, and the session ends with ErrLeaseExpired at its local deadline, as
 // if the server were unreachable. Release may be called again to retry.
 func (s *Session) Release(ctx context.Context) error {
+	_, err := s.end(func() (Lease, error) {
+		return Lease{}, s.locker.Release(ctx, s.lease.Resource, s.lease.Token)
+	}, ErrReleased, true)
+	if errors.Is(err, errEnded) {
+		return nil // ended before: nothing to release
+	}
+	return err
+}
+
+// Transfer hands the lease to the first waiter whose holder is to ("": the
+// first waiter) in one change, and ends the session (Err then wraps
+// ErrReleased): the successor's token is greater, so what this holder
+// still writes is fenced. It returns the successor's lease. Its Locker must
+// be a Transferer. A session that has ended, or whose lease the server no
+// longer has (*LeaseLostError), transfers nothing and returns the error. As
+// after a failed Release, the session is no longer renewed once Transfer
+// fails otherwise (nobody named to waits, say: the error wraps
+// ErrNotFound): it ends at its local deadline unless released.
+func (s *Session) Transfer(ctx context.Context, to string) (Lease, error) {
+	tr, ok := s.locker.(Transferer)
+	if !ok {
+		return Lease{}, fmt.Errorf("fence: transfer %q: %w: the Locker cannot transfer", s.lease.Resource, ErrBadRequest)
+	}
+	next, err := s.end(func() (Lease, error) {
+		return tr.Transfer(ctx, s.lease.Resource, s.lease.Token, to)
+	}, fmt.Errorf("%w: transferred to %q", ErrReleased, to), false)
+	if errors.Is(err, errEnded) {
+		return Lease{}, fmt.Errorf("fence: transfer %q: %w", s.lease.Resource, s.Err())
+	}
+	return next, err
+}
+
+// errEnded is end's error for a session that had ended before.
+var errEnded = errors.New("the session has ended")
+
+// end stops the keepalive and ends the lease with do (a release or a
+// transfer); on success the session ends with cause. With lostIsDone, a
+// lease the server no longer has counts as ended (a release's goal).
+func (s *Session) end(do func() (Lease, error), cause error, lostIsDone bool) (Lease, error) {
 	s.stopOnce.Do(func() {
 		close(s.stopC)
 		s.loopStop() // a renewal in flight gives up at once
 	})
 	<-s.loopDone
 	if s.ctx.Err() != nil {
-		return nil
+		return Lease{}, errEnded
 	}
-	err := s.locker.Release(ctx, s.lease.Resource, s.lease.Token)
-	if err != nil && !errors.Is(err, ErrLeaseLost) {
-		// Perhaps still held, and no longer renewed: the session ends at
-		// its local deadline, as with an unreachable server, so that work
-		// under Context stops before the server's lease can run out.
-		s.mu.Lock()
-		deadline := s.deadline
-		s.mu.Unlock()
-		s.expireOnce.Do(func() {
-			cause := fmt.Errorf("%w (the release failed: %w)", ErrLeaseExpired, err)
-			time.AfterFunc(time.Until(deadline), func() { s.cancel(cause) })
-		})
-		return err
+	next, err := do()
+	switch {
+	case err == nil, lostIsDone && errors.Is(err, ErrLeaseLost):
+		s.cancel(cause)
+		return next, nil
+	case errors.Is(err, ErrLeaseLost):
+		s.cancel(err)
+		return Lease{}, err
 	}
-	s.cancel(ErrReleased)
-	return nil
+	// Perhaps still held, and no longer renewed: the session ends at its
+	// local deadline, as with an unreachable server, so that work under
+	// Context stops before the server's lease can run out.
+	s.mu.Lock()
+	deadline := s.deadline
+	s.mu.Unlock()
+	s.expireOnce.Do(func() {
+		cause := fmt.Errorf("%w (ending it failed: %w)", ErrLeaseExpired, err)
+		time.AfterFunc(time.Until(deadline), func() { s.cancel(cause) })
+	})
+	return Lease{}, err
 }
 
 // renew renews the lease once, giving up at until, and on success moves the

@@ -207,3 +207,64 @@ func TestSession_Options(t *testing.T) {
 		}
 	})
 }
+
+// TestSession_Transfer hands a session's lease to a waiter: the session
+// ends as released and the successor holds a greater token. A Locker that
+// cannot transfer, and a lease lost behind the session's back, transfer
+// nothing.
+func TestSession_Transfer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		locker := newLocker(t)
+		plain, err := fence.NewSession(t.Context(), struct{ fence.Locker }{locker}, "plain")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := plain.Transfer(t.Context(), ""); !errors.Is(err, fence.ErrBadRequest) {
+			t.Fatalf("Transfer over a Locker that cannot: %v, want ErrBadRequest", err)
+		}
+		if err := plain.Release(t.Context()); err != nil {
+			t.Fatalf("Release after the refused transfer: %v", err)
+		}
+
+		s, err := fence.NewSession(t.Context(), locker, "r", fence.WithTTL(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nextC := make(chan fence.Lease, 1)
+		go func() {
+			l, err := locker.Acquire(t.Context(), "r", "next", 10*time.Second, fence.MaxWait)
+			if err != nil {
+				t.Error(err)
+			}
+			nextC <- l
+		}()
+		synctest.Wait()
+		l, err := s.Transfer(t.Context(), "next")
+		if err != nil {
+			t.Fatalf("Transfer: %v", err)
+		}
+		next := <-nextC
+		if l.Token != next.Token || next.Token <= s.Token() {
+			t.Fatalf("Transfer returned %+v, the successor got %+v; want one lease above %d", l, next, s.Token())
+		}
+		<-s.Done()
+		if !errors.Is(s.Err(), fence.ErrReleased) {
+			t.Fatalf("Err after the transfer = %v, want ErrReleased", s.Err())
+		}
+		if _, err := s.Transfer(t.Context(), "next"); err == nil {
+			t.Fatal("a second Transfer of an ended session succeeded")
+		}
+
+		lost, err := fence.NewSession(t.Context(), locker, "lost", fence.WithTTL(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		locker.Release(t.Context(), "lost", lost.Token()) // behind the session's back
+		if _, err := lost.Transfer(t.Context(), ""); !errors.Is(err, fence.ErrLeaseLost) {
+			t.Fatalf("Transfer of a lost lease: %v, want ErrLeaseLost", err)
+		}
+		if !errors.Is(lost.Err(), fence.ErrLeaseLost) {
+			t.Fatalf("Err after transferring a lost lease = %v, want ErrLeaseLost", lost.Err())
+		}
+	})
+}

@@ -565,6 +565,28 @@ func (c *API) Status(ctx context.Context, resource string) (fence.LockStatus, er
 	return st, nil
 }
 
+var _ fence.Transferer = (*API)(nil)
+
+// Transfer implements fence.Transferer: POST /v1/locks/{resource}/transfer.
+// It is sent once: resent after a transfer that took effect, it would be
+// answered lease_lost, so a transport error leaves the outcome unknown.
+// The lease it returns is the successor's, without its TTL and sequencer.
+func (c *API) Transfer(ctx context.Context, resource string, token fence.Token, to string) (fence.Lease, error) {
+	body := jsonBody(struct {
+		Token fence.Token `json:"token"`
+		To    string      `json:"to,omitempty"`
+	}{token, to})
+	var tr wire.TransferResponse
+	if err := c.doJSON(ctx, send(wire.OpTransferLock, resource, "", request{body: body}), &tr); err != nil {
+		return fence.Lease{}, err
+	}
+	exp, err := time.Parse(time.RFC3339Nano, tr.ExpiresAt)
+	if err != nil {
+		return fence.Lease{}, fmt.Errorf("client: transfer expires_at %q: %w", tr.ExpiresAt, err)
+	}
+	return fence.Lease{Resource: tr.Resource, Holder: tr.Holder, Token: tr.Token, Expires: exp}, nil
+}
+
 // wire.RevokeResponse is the body of a revoke's answer.
 
 // Revoke implements fence.Revoker with POST /v1/locks/{resource}/revoke. It

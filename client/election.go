@@ -72,6 +72,19 @@ func (e *Election) Resign(ctx context.Context, l *Lease) error {
 	return l.Release(ctx)
 }
 
+// Transfer hands the leadership l, that Campaign returned, to candidate
+// to, which must be campaigning ("": the candidate that has waited
+// longest), in one change: to leads at once with a greater token, so there
+// is no instant without a leader, and what l still writes is fenced. l ends
+// (its Done channel closes). It wraps fence.ErrNotFound if to does not
+// campaign; see fence.Session.Transfer for the other failures.
+func (e *Election) Transfer(ctx context.Context, l *Lease, to string) error {
+	if _, err := l.Transfer(ctx, to); err != nil {
+		return fmt.Errorf("client: election on %q: transfer to %q: %w", e.resource, to, err)
+	}
+	return nil
+}
+
 // Leader returns who leads now, or ErrNoLeader.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	st, err := e.c.Status(ctx, e.resource)

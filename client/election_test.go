@@ -116,3 +116,76 @@ func TestElection(t *testing.T) {
 		t.Fatalf("Campaign past its context: %v, want DeadlineExceeded", err)
 	}
 }
+
+// TestElection_Transfer hands the leadership to a candidate that waits
+// behind another: it leads at once with a greater token, the candidate
+// before it keeps waiting, the old leader's lease ends and its writes are
+// fenced; a transfer to a candidate that does not campaign changes nothing.
+func TestElection_Transfer(t *testing.T) {
+	c, err := client.New(fencetest.NewServer(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	e := c.Election("leader/transfer")
+	a, err := e.Campaign(ctx, "node-a", fence.WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	campaign := func(name string) chan *client.Lease {
+		ch := make(chan *client.Lease, 1)
+		go func() {
+			l, err := e.Campaign(ctx, name, fence.WithTTL(5*time.Second))
+			if err != nil && ctx.Err() == nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			ch <- l
+		}()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			locks, _, err := c.API().List(ctx, "leader/transfer", "", 10)
+			if err == nil && len(locks) == 1 && locks[0].Waiters > 0 && (name == "node-b" || locks[0].Waiters == 2) {
+				return ch
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never waited", name)
+			}
+		}
+	}
+	bC := campaign("node-b")
+	cC := campaign("node-c")
+
+	// A leader cannot transfer to somebody who does not campaign...
+	if err := e.Transfer(ctx, a, "node-x"); !errors.Is(err, fence.ErrNotFound) {
+		t.Fatalf("Transfer to node-x: %v, want ErrNotFound", err)
+	}
+	if l, err := e.Leader(ctx); err != nil || l.Holder != "node-a" || l.Token != a.Token() {
+		t.Fatalf("leader after the refused transfer: %+v, %v; want node-a", l, err)
+	}
+	// ... and, no longer renewed after the failed transfer, it releases.
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := <-bC // node-b was first
+	if err := e.Transfer(ctx, b, "node-c"); err != nil {
+		t.Fatalf("Transfer to node-c: %v", err)
+	}
+	cl := <-cC
+	if cl.Token() <= b.Token() || cl.Holder() != "node-c" {
+		t.Fatalf("node-c leads with %d, want a token above node-b's %d", cl.Token(), b.Token())
+	}
+	select {
+	case <-b.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("node-b's leadership did not end with the transfer")
+	}
+	if !errors.Is(b.Err(), fence.ErrReleased) {
+		t.Fatalf("node-b's lease ended with %v, want ErrReleased", b.Err())
+	}
+	if _, err := c.API().Put(ctx, "leader/transfer", "k", []byte("stale"), b.Token(), fence.Cond{}); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("node-b's write after the transfer: %v, want ErrFenced", err)
+	}
+	if l, err := e.Leader(ctx); err != nil || l.Holder != "node-c" {
+		t.Fatalf("Leader = %+v, %v; want node-c", l, err)
+	}
+	cl.Release(ctx)
+}

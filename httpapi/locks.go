@@ -12,12 +12,13 @@ import (
 // lockHandlers binds the lock operations: status, listing, acquire, renew,
 // release and revoke.
 var lockHandlers = handlerSet{
-	wire.OpListLocks:   {serve: (*Handler).listLocks},
-	wire.OpGetLock:     {serve: (*Handler).lockStatus},
-	wire.OpAcquireLock: {body: maxJSONBody, serve: (*Handler).acquire},
-	wire.OpRenewLock:   {body: maxJSONBody, serve: (*Handler).renew},
-	wire.OpReleaseLock: {body: maxJSONBody, serve: (*Handler).release},
-	wire.OpRevokeLock:  {body: maxJSONBody, serve: (*Handler).revoke},
+	wire.OpListLocks:    {serve: (*Handler).listLocks},
+	wire.OpGetLock:      {serve: (*Handler).lockStatus},
+	wire.OpAcquireLock:  {body: maxJSONBody, serve: (*Handler).acquire},
+	wire.OpRenewLock:    {body: maxJSONBody, serve: (*Handler).renew},
+	wire.OpReleaseLock:  {body: maxJSONBody, serve: (*Handler).release},
+	wire.OpTransferLock: {body: maxJSONBody, serve: (*Handler).transfer},
+	wire.OpRevokeLock:   {body: maxJSONBody, serve: (*Handler).revoke},
 }
 
 // maxJSONBody is the largest body of a lock request.
@@ -156,6 +157,30 @@ func (s *Handler) release(c *call) error {
 	return nil
 }
 
+// transfer answers POST /v1/locks/{resource}/transfer, an addition to
+// API.md: the holder of token hands the lease to the first waiter whose
+// holder is "to" (absent or "": the first waiter), in one change. It
+// answers 404 not_found if nobody named waits, or if the Locker is not a
+// fence.Transferer.
+func (s *Handler) transfer(c *call) error {
+	req, err := decodeTransfer(c.body)
+	c.presented = req.Token
+	if err != nil {
+		return err
+	}
+	tr, ok := s.locker.(fence.Transferer)
+	if !ok {
+		return fmt.Errorf("%w: this server's lock service cannot transfer", fence.ErrNotFound)
+	}
+	l, err := tr.Transfer(c.ownerContext(), c.resource, req.Token, req.To)
+	if err != nil {
+		return err
+	}
+	c.holder = l.Holder
+	c.writeJSON(wire.TransferResponse{Resource: c.resource, Holder: l.Holder, Token: l.Token, ExpiresAt: wire.Timestamp(l.Expires)})
+	return nil
+}
+
 // revoke answers POST /v1/locks/{resource}/revoke (body empty or {}), an
 // addition to API.md: it ends the current lease, if any, and raises the
 // resource's fence to a new token issued to nobody, so that the old holder is
@@ -250,6 +275,41 @@ func decodeRelease(data []byte) (fence.Token, error) {
 		return 0, badRequest("release: token is required")
 	}
 	return jsonToken("token", t)
+}
+
+// transferRequest is the body of POST /v1/locks/{resource}/transfer.
+type transferRequest struct {
+	Token fence.Token
+	To    string // "": the first waiter
+}
+
+// decodeTransfer decodes {"token", "to"}: token required, to optional (a
+// holder id; absent or "" for the first waiter).
+func decodeTransfer(data []byte) (transferRequest, error) {
+	var req transferRequest
+	ms, err := decodeObject("transfer", data, "token", "to")
+	if err != nil {
+		return req, err
+	}
+	t := get(ms, "token")
+	if t == nil {
+		return req, badRequest("transfer: token is required")
+	}
+	// Every bad_request check comes before the token's, which is invalid_token.
+	if to := get(ms, "to"); to != nil {
+		if req.To, err = str("to", to); err != nil {
+			return req, err
+		}
+		if req.To != "" {
+			if err := fence.ValidateHolder(req.To); err != nil {
+				return req, fmt.Errorf("to: %w", err)
+			}
+		}
+	}
+	if req.Token, err = jsonToken("token", t); err != nil {
+		return req, err
+	}
+	return req, nil
 }
 
 // decodeRevoke checks a revoke's body: empty, or an object without members.

@@ -19,14 +19,16 @@ type change struct {
 
 // The changes to a lease.
 var (
-	changeNone      = change{}
-	changeRestored  = change{"lease restored", ""}
-	changeGranted   = change{"lock acquired", watch.Granted}
-	changeRetried   = change{"lock acquire retried", watch.Renewed}
-	changeRenewed   = change{"lock renewed", watch.Renewed}
-	changeReleased  = change{"lock released", watch.Released}
-	changeAbandoned = change{"abandoned grant released", watch.Released}
-	changeExpired   = change{"lock expired", watch.Expired}
+	changeNone     = change{}
+	changeRestored = change{"lease restored", ""}
+	changeGranted  = change{"lock acquired", watch.Granted}
+	changeRetried  = change{"lock acquire retried", watch.Renewed}
+	changeRenewed  = change{"lock renewed", watch.Renewed}
+	changeReleased = change{"lock released", watch.Released}
+	// A transfer's end of the old lease; the successor's grant follows.
+	changeTransferred = change{"lock transferred", watch.Released}
+	changeAbandoned   = change{"abandoned grant released", watch.Released}
+	changeExpired     = change{"lock expired", watch.Expired}
 )
 
 // record logs the change c to lease l, with its owner if it has one, and

@@ -72,8 +72,13 @@ func (s *Service) handOffLocked(resource string, e *entry, ended change) {
 // still held, and the waiter still first in the queue. It reports whether the
 // new grant was abandoned: all its requests had gone when it was recorded.
 func (s *Service) passLocked(ctx context.Context, resource string, e *entry, c change) (abandoned bool, err error) {
+	return s.passToLocked(ctx, resource, e, c, s.firstWaiterLocked(resource, e))
+}
+
+// passToLocked is passLocked with the waiter chosen: w, first in the queue,
+// or nil for nobody.
+func (s *Service) passToLocked(ctx context.Context, resource string, e *entry, c change, w *waiter) (abandoned bool, err error) {
 	old := *e.lease
-	w := s.firstWaiterLocked(resource, e)
 	if w == nil {
 		lastFence, err := s.ledger.End(ctx, resource, old.Token)
 		if err != nil {

@@ -12,6 +12,9 @@ var (
 	releasesTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fence_lock_releases_total", Help: "Leases released by their holder.",
 	})
+	transfersTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fence_lock_transfers_total", Help: "Leases handed by their holder to a named successor in one change.",
+	})
 	expirationsTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fence_lock_expirations_total", Help: "Leases that expired without being released.",
 	})
@@ -55,7 +58,7 @@ func init() {
 // shared by every Service of the process. The package registers them
 // nowhere: register them in the registry that serves them.
 func Metrics() []prometheus.Collector {
-	return []prometheus.Collector{grantsTotal, renewalsTotal, releasesTotal, expirationsTotal,
+	return []prometheus.Collector{grantsTotal, renewalsTotal, releasesTotal, transfersTotal, expirationsTotal,
 		revocationsTotal, lockDelaysTotal, rejectionsTotal, leasesHeld, waiters, waitersRejectedTotal,
 		waitSeconds, holdSeconds}
 }

@@ -131,6 +131,7 @@ var (
 	OpAcquireLock       = op("acquireLock", "POST", OnResource, PermLock)
 	OpRenewLock         = op("renewLock", "POST", OnResource, PermLock)
 	OpReleaseLock       = op("releaseLock", "POST", OnResource, PermLock)
+	OpTransferLock      = op("transferLock", "POST", OnResource, PermLock)
 	OpRevokeLock        = op("revokeLock", "POST", OnResource, PermAdmin)
 	OpGetValue          = op("getValue", "GET", OnResource, PermRead)
 	OpHeadValue         = op("headValue", "HEAD", OnResource, PermRead)
@@ -161,6 +162,7 @@ var Routes = []*Route{
 	route("/v1/locks/{resource}/acquire", OpAcquireLock),
 	route("/v1/locks/{resource}/renew", OpRenewLock),
 	route("/v1/locks/{resource}/release", OpReleaseLock),
+	route("/v1/locks/{resource}/transfer", OpTransferLock),
 	route("/v1/locks/{resource}/revoke", OpRevokeLock),
 	route("/v1/kv/{resource}/{key}", OpGetValue, OpHeadValue, OpPutValue, OpDeleteValue),
 	route("/v1/fences/{resource}", OpGetFence, OpHeadFence, OpClaimFence),

@@ -87,6 +87,15 @@ type ReleaseResponse struct {
 	Released bool   `json:"released"`
 }
 
+// TransferResponse is the answer to transfer: the successor's lease, as
+// observers see it (no sequencer: that is the successor's).
+type TransferResponse struct {
+	Resource  string      `json:"resource"`
+	Holder    string      `json:"holder"`
+	Token     fence.Token `json:"token"`
+	ExpiresAt string      `json:"expires_at"`
+}
+
 // RevokeResponse is the answer to revoke. RevokedToken is 0 if the resource
 // was free.
 type RevokeResponse struct {

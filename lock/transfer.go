@@ -1,0 +1,82 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/fence-lock/fence"
+)
+
+var _ fence.Transferer = (*Service)(nil)
+
+// Transfer implements fence.Transferer: the end of the lease and the
+// successor's grant are one ledger change (Ledger.Handoff), as when a
+// release finds a waiter, but the successor is the first waiter of holder
+// to rather than the first in the queue. Waiters of other holders keep
+// their places. Only the lease's owner, fence.OwnerOf(ctx), may transfer it.
+func (s *Service) Transfer(ctx context.Context, resource string, token fence.Token, to string) (fence.Lease, error) {
+	if err := validateLease(resource, token, 0); err != nil {
+		return fence.Lease{}, fmt.Errorf("lock: transfer: %w", err)
+	}
+	if to != "" {
+		if err := fence.ValidateHolder(to); err != nil {
+			return fence.Lease{}, fmt.Errorf("lock: transfer: to: %w", err)
+		}
+	}
+	e, err := s.enter("transfer", resource)
+	if err != nil {
+		return fence.Lease{}, err
+	}
+	defer s.leave(resource, e)
+	s.expireLocked(resource, e, s.now())
+	if err := leaseLostLocked(resource, e, token); err != nil {
+		return fence.Lease{}, err
+	}
+	if err := s.forbiddenLocked("transfer", resource, e, fence.OwnerOf(ctx)); err != nil {
+		return fence.Lease{}, err
+	}
+	w := s.successorLocked(resource, e, to)
+	if w == nil {
+		rejectionsTotal.WithLabelValues("no_successor").Inc()
+		if to == "" {
+			return fence.Lease{}, fmt.Errorf("lock: transfer %q: %w: nobody waits", resource, fence.ErrNotFound)
+		}
+		return fence.Lease{}, fmt.Errorf("lock: transfer %q: %w: no waiter with holder %q", resource, fence.ErrNotFound, to)
+	}
+	abandoned, err := s.passToLocked(ctx, resource, e, changeTransferred, w)
+	if err != nil {
+		// Still held, and the successor still waits: the holder may retry.
+		return fence.Lease{}, fmt.Errorf("lock: transfer %q: %w", resource, err)
+	}
+	transfersTotal.Inc()
+	var next fence.Lease
+	if e.lease != nil {
+		next = *e.lease
+	}
+	if abandoned {
+		// The successor stopped waiting as it was granted: the resource
+		// passes on as after a release.
+		s.handOffLocked(resource, e, changeAbandoned)
+	}
+	next.Sequencer = "" // the successor's proof of its lease, not the old holder's
+	return next, nil
+}
+
+// successorLocked drops the waiters that have gone from the head of the
+// queue and returns the first waiter still waiting whose holder is to (any,
+// if to is ""), moved to the head of the queue; nil if there is none.
+func (s *Service) successorLocked(resource string, e *entry, to string) *waiter {
+	first := s.firstWaiterLocked(resource, e)
+	if first == nil || to == "" || first.holder == to {
+		return first
+	}
+	i := slices.IndexFunc(e.queue, func(w *waiter) bool { return w.holder == to && w.ctx.Err() == nil })
+	if i < 0 {
+		return nil
+	}
+	w := e.queue[i]
+	copy(e.queue[1:i+1], e.queue[:i])
+	e.queue[0] = w
+	return w
+}
