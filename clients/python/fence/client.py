@@ -27,6 +27,7 @@ from .types import (
     LockStatus,
     Put,
     RevokeResult,
+    Transferred,
     WriteResult,
     check_token,
 )
@@ -312,6 +313,20 @@ class Client:
     def status(self, resource: str) -> LockStatus:
         """The lock's status (GET /v1/locks/{resource})."""
         return self._json(Request("GET", "/v1/locks/%s" % _seg(resource, "resource"), retryable=True), decode=LockStatus.from_json)
+
+    def transfer(self, resource: str, token: int, to: Optional[str] = None) -> Transferred:
+        """Hand the lease ``token`` of ``resource`` to the first waiter whose
+        holder is ``to`` (None: the first waiter) in one change: the
+        successor's token is greater and fences this one at once. Raises
+        :class:`fence.NotFoundError` if nobody of that name waits (nothing
+        changes), :class:`fence.LeaseLostError` if ``token`` does not hold the
+        lease. Sent once: resent after it took effect it would be lease_lost,
+        so a transport error leaves the outcome unknown."""
+        b: Dict[str, Any] = {"token": check_token(token)}
+        if to:
+            b["to"] = to
+        req = Request("POST", "/v1/locks/%s/transfer" % _seg(resource, "resource"), body=json.dumps(b).encode())
+        return self._json(req, decode=Transferred.from_json)
 
     def revoke(self, resource: str) -> RevokeResult:
         """End the current lease of ``resource``, if any, and raise its fence to

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, MutableMap
 
 from ._transport import Call
 from .errors import FenceError, LeaseEndedError, LeaseExpiredError, LeaseLostError
-from .types import Compare, Delete, Item, LeaseInfo, Put, WriteResult
+from .types import Compare, Delete, Item, LeaseInfo, Put, Transferred, WriteResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client import Client
@@ -193,6 +193,38 @@ class Lease:
             with self._mu:
                 self.error = None
                 self.done.set()
+
+    def transfer(self, to: Optional[str] = None) -> Transferred:
+        """Stop the renewals and hand the lease to the first waiter whose
+        holder is ``to`` (None: the first waiter) in one change, and return the
+        successor's lease: its token is greater, so what this holder still
+        writes is fenced. The lease then ends as after a release. If the
+        transfer fails (:class:`fence.NotFoundError`: nobody of that name
+        waits), it raises and the lease is no longer renewed, as after a
+        failed release: release it, or it expires by its TTL."""
+        with self._release_mu:
+            self._stop.set()
+            call = self._call
+            if call is not None:
+                call.cancel()  # a renewal in flight gives up at once
+            if self._thread.is_alive() and self._thread is not threading.current_thread():
+                self._thread.join()
+            if self.done.is_set() and self.error is None or self.lost.is_set():
+                raise LeaseEndedError(self.resource, self.token, self.error)
+            try:
+                succ = self._client.transfer(self.resource, self.token, to)
+            except LeaseLostError as e:
+                self._end(e, lost=True)
+                raise
+            except FenceError as e:
+                with self._mu:
+                    self.error = e
+                    self.done.set()
+                raise
+            with self._mu:
+                self.error = None
+                self.done.set()
+            return succ
 
     def __enter__(self) -> "Lease":
         return self

@@ -168,6 +168,22 @@ class RevokeResult:
 
 
 @dataclass(frozen=True)
+class Transferred:
+    """The answer to a transfer: the successor's lease, as observers see it
+    (its sequencer is the successor's, not sent)."""
+
+    resource: str
+    holder: str
+    token: int
+    expires_at: _dt.datetime
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Transferred":
+        """Build it from the API's JSON object."""
+        return cls(resource=d["resource"], holder=d["holder"], token=d["token"], expires_at=parse_time(d["expires_at"]))
+
+
+@dataclass(frozen=True)
 class WriteResult:
     """The answer to a put or delete: the write's store revision and the
     resource's fence after it (for a delete, the token presented)."""

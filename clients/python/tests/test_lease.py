@@ -157,6 +157,42 @@ class LeaseTest(unittest.TestCase):
                 self.client.get("txn-a", "x")
         other.release()
 
+    def test_transfer_to_a_named_waiter(self) -> None:
+        """The lease goes to the named waiter behind another, with a greater
+        token, in one change: the old token is fenced at once, the waiter
+        before keeps waiting, and a transfer to nobody changes nothing."""
+        lease = self.client.acquire("handover", ttl=5)
+        with self.assertRaises(fence.NotFoundError):
+            self.client.transfer("handover", lease.token, "nobody")
+        got: dict = {}
+
+        def wait(holder: str) -> None:
+            got[holder] = self.client.acquire("handover", ttl=5, wait=30, holder=holder)
+
+        threads = []
+        for i, holder in enumerate(["a", "b"]):  # a waits first, b behind it
+            th = threading.Thread(target=wait, args=(holder,))
+            th.start()
+            threads.append(th)
+            deadline = time.monotonic() + 10
+            while not any(l.resource == "handover" and l.waiters == i + 1 for l in self.client.list_locks("handover").locks):
+                self.assertLess(time.monotonic(), deadline, "%s never waited" % holder)
+                time.sleep(0.005)
+        succ = lease.transfer("b")
+        threads[1].join(10)
+        b = got["b"]
+        self.assertEqual((succ.holder, succ.token), ("b", b.token))
+        self.assertGreater(b.token, lease.token)
+        self.assertTrue(lease.done.is_set())
+        self.assertIsNone(lease.error)
+        with self.assertRaises(fence.FencedError):
+            self.client.put("handover", "k", b"stale", lease.token)
+        self.assertNotIn("a", got)
+        b.release()  # a kept its place
+        threads[0].join(10)
+        self.assertEqual(got["a"].holder, "a")
+        got["a"].release()
+
 
 class StampingTest(unittest.TestCase):
     """The stamping adapter, against a service that checks tokens: the fence

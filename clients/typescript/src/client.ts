@@ -97,6 +97,14 @@ export interface ListOptions extends CallOptions {
   limit?: number;
 }
 
+/** The answer to a transfer: the successor's lease, without its sequencer. */
+export interface Transferred {
+  resource: string;
+  holder: string;
+  token: bigint;
+  expiresAt: Date;
+}
+
 /** The answer to a revoke. */
 export interface RevokeResult {
   resource: string;
@@ -388,6 +396,23 @@ export class Client {
   async release(resource: string, token: TokenLike, options: CallOptions = {}): Promise<void> {
     const t = toToken(token);
     await this.#do({ method: "POST", path: lockPath(resource, "/release"), retryable: true, signal: options.signal, body: stringifyJSON({ token: t }) });
+  }
+
+  /**
+   * Hands the lease of token to the first waiter whose holder is to (absent or
+   * "": the first waiter) in one change: POST .../transfer. The successor's
+   * token is greater and fences this one at once. Rejects with NotFoundError
+   * if nobody of that name waits (nothing changes), LeaseLostError if token
+   * does not hold the lease. It is sent once (resent after it took effect it
+   * would be lease_lost), so a transport error leaves the outcome unknown.
+   */
+  async transfer(resource: string, token: TokenLike, to?: string, options: CallOptions = {}): Promise<Transferred> {
+    const body: Record<string, unknown> = { token: toToken(token) };
+    if (to) body.to = to;
+    const path = lockPath(resource, "/transfer");
+    const what = `POST ${path}`;
+    const o = await this.#json({ method: "POST", path, retryable: false, signal: options.signal, body: stringifyJSON(body) });
+    return { resource: strOf(o, "resource", what), holder: strOf(o, "holder", what), token: bigOf(o, "token", what), expiresAt: dateOf(o, "expires_at", what) };
   }
 
   /** Returns the lock's status. */

@@ -18,6 +18,7 @@ export {
   type PublicKeyJWK,
   type PutResult,
   type RevokeResult,
+  type Transferred,
   type Txn,
   type TxnCompare,
   type TxnOp,

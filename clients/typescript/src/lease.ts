@@ -1,6 +1,6 @@
 // A lease that keeps itself alive: the Go fence.Session, with timers.
 
-import type { CallOptions, Client, ClaimResult, DeleteResult, Item, LeaseInfo, PutResult, Txn, Value, WriteOptions } from "./client.js";
+import type { CallOptions, Client, ClaimResult, DeleteResult, Item, LeaseInfo, PutResult, Transferred, Txn, Value, WriteOptions } from "./client.js";
 import { LeaseExpiredError, LeaseLostError, LeaseReleasedError } from "./errors.js";
 import type { FetchFunction } from "./transport.js";
 import type { TokenLike } from "./token.js";
@@ -256,6 +256,45 @@ export class Lease {
   }
 
   async #doRelease(options: CallOptions): Promise<void> {
+    await this.#stopRenewals();
+    if (this.signal.aborted) return;
+    try {
+      await this.#client.release(this.resource, this.token, options);
+    } catch (e) {
+      if (!(e instanceof LeaseLostError)) {
+        this.#expireLocally(e);
+        throw e;
+      }
+    }
+    this.#end(new LeaseReleasedError(this.resource, this.token));
+  }
+
+  /**
+   * Stops the renewals and hands the lease to the first waiter whose holder
+   * is to (absent: the first waiter) in one change, and resolves to the
+   * successor's lease: its token is greater, so what this holder still
+   * writes is fenced. The lease then ends as released. A lease that has
+   * ended, or that the server no longer has, transfers nothing and rejects.
+   * If the transfer fails otherwise (NotFoundError: nobody of that name
+   * waits), the lease is no longer renewed, as after a failed release:
+   * release it, or it ends by its local deadline.
+   */
+  async transfer(to?: string, options: CallOptions = {}): Promise<Transferred> {
+    await this.#stopRenewals();
+    this.throwIfEnded();
+    let next: Transferred;
+    try {
+      next = await this.#client.transfer(this.resource, this.token, to, options);
+    } catch (e) {
+      if (e instanceof LeaseLostError) this.#end(e);
+      else this.#expireLocally(e);
+      throw e;
+    }
+    this.#end(new LeaseReleasedError(this.resource, this.token));
+    return next;
+  }
+
+  async #stopRenewals(): Promise<void> {
     if (!this.#stopped) {
       this.#stopped = true;
       if (this.#wakeTimer !== undefined) clearTimeout(this.#wakeTimer);
@@ -263,20 +302,14 @@ export class Lease {
       this.#wake?.();
     }
     await this.#loopDone;
-    if (this.signal.aborted) return;
-    try {
-      await this.#client.release(this.resource, this.token, options);
-    } catch (e) {
-      if (!(e instanceof LeaseLostError)) {
-        // Not renewed any more: the lease ends by its local deadline.
-        if (this.#expiryTimer === undefined) {
-          this.#expiryTimer = setTimeout(() => this.#end(new LeaseExpiredError(this.resource, this.token, e)),
-            Math.max(0, this.#deadline - now()));
-        }
-        throw e;
-      }
+  }
+
+  /** Not renewed any more after cause: the lease ends by its local deadline. */
+  #expireLocally(cause: unknown): void {
+    if (this.#expiryTimer === undefined) {
+      this.#expiryTimer = setTimeout(() => this.#end(new LeaseExpiredError(this.resource, this.token, cause)),
+        Math.max(0, this.#deadline - now()));
     }
-    this.#end(new LeaseReleasedError(this.resource, this.token));
   }
 
   // Storage through the lease: every write carries its token and sequencer,

@@ -10,6 +10,7 @@ import {
   LeaseLostError,
   LeaseReleasedError,
   LockHeldError,
+  NotFoundError,
   isLost,
   withLock,
 } from "../src/index.js";
@@ -188,5 +189,32 @@ describe("a frozen server", () => {
     } finally {
       await s.stop();
     }
+  });
+});
+
+describe("handover", () => {
+  test("a lease goes to the named waiter behind another, in one change, and the old token is fenced", async () => {
+    const res = name("handover");
+    const old = await client.acquire(res, { holder: "old", ttlMs: 5000 });
+    await assert.rejects(client.transfer(res, old.token, "nobody"), NotFoundError);
+    const waiting = async (n: number) => (await client.listPage({ prefix: res })).locks.some((l) => l.resource === res && l.waiters === n);
+    const a = client.acquire(res, { holder: "a", ttlMs: 5000, waitMs: 30_000 });
+    await until(() => waiting(1), 10_000, "a waiting");
+    const b = client.acquire(res, { holder: "b", ttlMs: 5000, waitMs: 30_000 });
+    await until(() => waiting(2), 10_000, "b waiting");
+
+    const next = await old.transfer("b");
+    const lb = await b;
+    assert.equal(next.holder, "b");
+    assert.equal(next.token, lb.token);
+    assert.ok(lb.token > old.token, `b's token ${lb.token} must be above ${old.token}`);
+    assert.ok(old.err instanceof LeaseReleasedError, `old ended with ${old.err}`);
+    await assert.rejects(client.put(res, "k", "stale", old.token), FencedError);
+    await assert.rejects(old.transfer("a"), LeaseReleasedError);
+
+    await lb.release(); // a kept its place
+    const la = await a;
+    assert.equal(la.holder, "a");
+    await la.release();
   });
 });
