@@ -41,8 +41,9 @@ type Session struct {
 	mu       sync.Mutex // guards lease.Expires and deadline
 	deadline time.Time  // local: the lease is surely held before it
 
-	stopOnce   sync.Once
-	expireOnce sync.Once // arms the local deadline after a failed Release
+	endMu      sync.Mutex // serializes Release and Transfer; guards stopped and the loop's restart
+	stopped    bool       // the keepalive loop has been told to stop
+	expireOnce sync.Once  // arms the local deadline after a failed Release
 	stopC      chan struct{}
 	loopCtx    context.Context // for renewals; cancelled by Release
 	loopStop   context.CancelFunc
@@ -103,9 +104,9 @@ func NewSession(ctx context.Context, locker Locker, resource string, opts ...Ses
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{locker: locker, lease: l, margin: c.margin, stopC: make(chan struct{}), loopDone: make(chan struct{})}
+	s := &Session{locker: locker, lease: l, margin: c.margin}
 	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
-	s.loopCtx, s.loopStop = context.WithCancel(s.ctx)
+	s.newLoop()
 	s.deadline = sent.Add(l.TTL - c.margin)
 	if time.Since(sent) > c.margin {
 		// The grant happened at some unknown moment during a long acquire
@@ -122,6 +123,14 @@ func NewSession(ctx context.Context, locker Locker, resource string, opts ...Ses
 	}
 	go s.keepalive()
 	return s, nil
+}
+
+// newLoop makes the channels and context of a keepalive loop not yet
+// started.
+func (s *Session) newLoop() {
+	s.stopC, s.loopDone = make(chan struct{}), make(chan struct{})
+	s.loopCtx, s.loopStop = context.WithCancel(s.ctx)
+	s.stopped = false
 }
 
 // Resource returns the locked resource.
@@ -193,10 +202,11 @@ func (s *Session) Release(ctx context.Context) error {
 // ErrReleased): the successor's token is greater, so what this holder
 // still writes is fenced. It returns the successor's lease. Its Locker must
 // be a Transferer. A session that has ended, or whose lease the server no
-// longer has (*LeaseLostError), transfers nothing and returns the error. As
-// after a failed Release, the session is no longer renewed once Transfer
-// fails otherwise (nobody named to waits, say: the error wraps
-// ErrNotFound): it ends at its local deadline unless released.
+// longer has (*LeaseLostError), transfers nothing and returns the error. If
+// nobody named to waits (an error wrapping ErrNotFound: nothing changed),
+// the session goes on, renewed as before. After any other failure, whose
+// outcome is unknown, it is no longer renewed, as after a failed Release:
+// it ends at its local deadline unless released.
 func (s *Session) Transfer(ctx context.Context, to string) (Lease, error) {
 	tr, ok := s.locker.(Transferer)
 	if !ok {
@@ -217,11 +227,17 @@ var errEnded = errors.New("the session has ended")
 // end stops the keepalive and ends the lease with do (a release or a
 // transfer); on success the session ends with cause. With lostIsDone, a
 // lease the server no longer has counts as ended (a release's goal).
+//
+// A transfer (not lostIsDone) that the Locker refused with ErrNotFound
+// changed nothing: the keepalive starts again.
 func (s *Session) end(do func() (Lease, error), cause error, lostIsDone bool) (Lease, error) {
-	s.stopOnce.Do(func() {
+	s.endMu.Lock()
+	defer s.endMu.Unlock()
+	if !s.stopped {
+		s.stopped = true
 		close(s.stopC)
 		s.loopStop() // a renewal in flight gives up at once
-	})
+	}
 	<-s.loopDone
 	if s.ctx.Err() != nil {
 		return Lease{}, errEnded
@@ -233,6 +249,10 @@ func (s *Session) end(do func() (Lease, error), cause error, lostIsDone bool) (L
 		return next, nil
 	case errors.Is(err, ErrLeaseLost):
 		s.cancel(err)
+		return Lease{}, err
+	case !lostIsDone && errors.Is(err, ErrNotFound):
+		s.newLoop()
+		go s.keepalive()
 		return Lease{}, err
 	}
 	// Perhaps still held, and no longer renewed: the session ends at its

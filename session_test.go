@@ -230,6 +230,17 @@ func TestSession_Transfer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Nobody waits: refused, and the session goes on, renewed past its TTL.
+		if _, err := s.Transfer(t.Context(), "nobody"); !errors.Is(err, fence.ErrNotFound) {
+			t.Fatalf("Transfer with nobody waiting: %v, want ErrNotFound", err)
+		}
+		time.Sleep(25 * time.Second)
+		if err := s.Err(); err != nil {
+			t.Fatalf("the session ended after the refused transfer: %v", err)
+		}
+		if st, _ := locker.Status(t.Context(), "r"); !st.Held || st.Token != s.Token() {
+			t.Fatalf("Status after 25 s = %+v, want the session's lease still held", st)
+		}
 		nextC := make(chan fence.Lease, 1)
 		go func() {
 			l, err := locker.Acquire(t.Context(), "r", "next", 10*time.Second, fence.MaxWait)

@@ -77,7 +77,8 @@ func (e *Election) Resign(ctx context.Context, l *Lease) error {
 // longest), in one change: to leads at once with a greater token, so there
 // is no instant without a leader, and what l still writes is fenced. l ends
 // (its Done channel closes). It wraps fence.ErrNotFound if to does not
-// campaign; see fence.Session.Transfer for the other failures.
+// campaign: then nothing changed and l still leads. See
+// fence.Session.Transfer for the other failures.
 func (e *Election) Transfer(ctx context.Context, l *Lease, to string) error {
 	if _, err := l.Transfer(ctx, to); err != nil {
 		return fmt.Errorf("client: election on %q: transfer to %q: %w", e.resource, to, err)

@@ -161,7 +161,10 @@ func TestElection_Transfer(t *testing.T) {
 	if l, err := e.Leader(ctx); err != nil || l.Holder != "node-a" || l.Token != a.Token() {
 		t.Fatalf("leader after the refused transfer: %+v, %v; want node-a", l, err)
 	}
-	// ... and, no longer renewed after the failed transfer, it releases.
+	// ... and still leads, renewed, until it releases.
+	if err := a.Err(); err != nil {
+		t.Fatalf("node-a's leadership ended with the refused transfer: %v", err)
+	}
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

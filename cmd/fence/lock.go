@@ -15,7 +15,7 @@ import (
 	"github.com/fence-lock/fence/client"
 )
 
-const lockSynopsis = `fence lock RESOURCE [--ttl 10s] [--wait D] [--holder ID] [--kill-grace 5s] [--conflict-exit-code 3] [--quiet] -- CMD [ARGS...]
+const lockSynopsis = `fence lock RESOURCE [--ttl 10s] [--wait D] [--holder ID] [--handover] [--kill-grace 5s] [--conflict-exit-code 3] [--quiet] -- CMD [ARGS...]
 
 Acquires the lock on RESOURCE and runs CMD in its own process group, with
 FENCE_TOKEN, FENCE_RESOURCE, FENCE_HOLDER and FENCE_ADDR in its environment
@@ -32,6 +32,14 @@ after --kill-grace, and fence lock exits 4. If fence lock itself dies (kill -9,
 the OOM killer), CMD and every process it started are killed too: on Linux a
 small supervisor process (fence __supervise) stands between them for that.
 
+With --handover, a SIGTERM first hands the lease to the next waiter (another
+fence lock on RESOURCE, say the next instance of a rolling restart) in one
+change, and then reaches CMD: the successor starts at once, with a greater
+token, while CMD shuts down, and what CMD still writes is fenced, so there is
+no instant without a holder and none with two writing. If nobody waits, the
+SIGTERM reaches CMD as without --handover, and the lock is released when CMD
+exits.
+
 If another holder has the lock for all of --wait, fence lock exits with
 --conflict-exit-code (default 3) and says so on stderr, unless --quiet: from
 cron, --quiet makes a run that found the lock taken send no mail.`
@@ -41,6 +49,8 @@ const lockExamples = `  fence lock nightly-report -- ./make-report.sh --full
   # crontab: one run at a time across all machines, each write fenced; a run
   # that finds the lock taken exits 0 and prints nothing
   */5 * * * * fence lock --addr fence:7700 --quiet --conflict-exit-code 0 billing -- /usr/local/bin/bill
+  # one active worker; a rolling restart hands over with no gap
+  fence lock scheduler --wait 5m --handover -- ./scheduler
 `
 
 // lockCmd runs a command under a lock: it acquires RESOURCE, runs the
@@ -59,6 +69,7 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		holder       string
 		conflictCode int
 		quiet        bool
+		handover     bool
 	)
 	fs := newFlagSet("lock", lockSynopsis, lockExamples, std.out)
 	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "base `URL` of the fence server (host:port means http://host:port), or of a cluster's servers separated by commas (the lease fails over between them)")
@@ -70,6 +81,7 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 	fs.DurationVar(&killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
 	fs.IntVar(&conflictCode, "conflict-exit-code", exitNotHeld, "exit `code` (0-255) when another holder has the lock for all of --wait")
 	fs.BoolVar(&quiet, "quiet", false, "print nothing when another holder has the lock (cron mails what a job prints)")
+	fs.BoolVar(&handover, "handover", false, "on SIGTERM, hand the lease to the next waiter before the command gets the signal")
 	positional, command, dashdash, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -159,19 +171,40 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		release()
 		return fmt.Errorf("lock: cannot run %q: %w", command[0], err)
 	}
+	leaseDone := lease.Done()
 	for {
 		select {
 		case err := <-child.done:
-			release()
+			if leaseDone != nil {
+				release()
+			}
 			return commandExit(err)
 		case sig := <-sigC:
+			if handover && sig == syscall.SIGTERM && leaseDone != nil && handOver(ctx, lease, resource, std) {
+				leaseDone = nil // the successor's now: nothing left to keep or release
+			}
 			syscall.Kill(-child.group, sig.(syscall.Signal))
-		case <-lease.Done():
+		case <-leaseDone:
 			fmt.Fprintf(std.err, "fence: lock %s: %s; stopping the command\n", resource, lostMessage(lease.Token(), lease.Err()))
 			stopGroup(child.group, child.done, killGrace)
 			return &exitError{code: exitLeaseLost}
 		}
 	}
+}
+
+// handOver hands lease to the next waiter and reports whether it did; with
+// nobody waiting, or if the transfer failed, it says why on stderr and the
+// lease stays held (renewed again if the transfer's outcome is known).
+func handOver(ctx context.Context, lease *client.Lease, resource string, std stdio) bool {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	next, err := lease.Transfer(tctx, "")
+	if err != nil {
+		fmt.Fprintf(std.err, "fence: lock %s: no hand-over (%s); the lock is released when the command exits\n", resource, describe(err))
+		return false
+	}
+	fmt.Fprintf(std.err, "fence: lock %s: handed over to %q (token %d); stopping the command\n", resource, next.Holder, next.Token)
+	return true
 }
 
 // lockEnv returns the environment of fence lock's command, but for the

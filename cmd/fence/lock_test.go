@@ -175,3 +175,100 @@ func TestLock_PassesCredentials(t *testing.T) {
 		t.Fatalf("fence lock -- fence put: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
+
+// TestLock_Handover stops a fence lock --handover with SIGTERM while another
+// fence lock waits: the waiter's command starts while the first command
+// still shuts down (no gap), and what the first command writes after the
+// signal is fenced (no two writers). Without a waiter, --handover keeps
+// the lock until the command exits.
+func TestLock_Handover(t *testing.T) {
+	url := fencetest.NewServer(t, nil)
+	bin := fenceBinary(t)
+	dir := t.TempDir()
+	api, err := client.NewAPI(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(name, script string, args ...string) (*exec.Cmd, func() string) {
+		t.Helper()
+		cmd := exec.Command(bin, append(append([]string{"lock", "worker", "--addr", url, "--holder", name}, args...), "--", "sh", "-c", script)...)
+		cmd.Env = append(os.Environ(), "FENCE_BIN="+bin, "DIR="+dir)
+		errFile, err := os.Create(filepath.Join(dir, name+".stderr"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { errFile.Close() })
+		cmd.Stderr = errFile
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd, func() string { b, _ := os.ReadFile(errFile.Name()); return string(b) }
+	}
+	waitFile := func(name string, stderr func() string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never appeared; stderr:\n%s", name, stderr())
+			}
+		}
+	}
+	// a's command shuts down slowly: on SIGTERM it writes with its token,
+	// then says it is done.
+	a, aErr := start("a", `trap '"$FENCE_BIN" put "$FENCE_RESOURCE" k from-a; echo $? > "$DIR/a.put"; touch "$DIR/a.done"; exit 0' TERM
+touch "$DIR/a.started"; while :; do sleep 0.01; done`, "--handover")
+	waitFile("a.started", aErr)
+	_, bErr := start("b", `touch "$DIR/b.started"; while [ ! -e "$DIR/a.done" ]; do sleep 0.01; done; "$FENCE_BIN" put "$FENCE_RESOURCE" k from-b`, "--wait", "30s")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		locks, _, err := api.List(t.Context(), "worker", "", 1)
+		if err == nil && len(locks) == 1 && locks[0].Waiters == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b never waited; stderr:\n%s", bErr())
+		}
+	}
+	if err := a.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFile("b.started", bErr)
+	a.Wait()
+	if code := a.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("fence lock a exited %d, want its command's 0; stderr:\n%s", code, aErr())
+	}
+	if !strings.Contains(aErr(), `handed over to "b"`) {
+		t.Errorf("a's stderr does not say it handed over:\n%s", aErr())
+	}
+	rc, _ := os.ReadFile(filepath.Join(dir, "a.put"))
+	if strings.TrimSpace(string(rc)) != strconv.Itoa(exitFenced) {
+		t.Errorf("a's write after the hand-over exited %q, want %d (fenced)", rc, exitFenced)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if it, err := api.Get(t.Context(), "worker", "k"); err == nil {
+			if string(it.Value) != "from-b" {
+				t.Fatalf("k = %q, want b's write alone", it.Value)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b never wrote; stderr:\n%s", bErr())
+		}
+	}
+
+	// Nobody waits: the SIGTERM reaches the command, and the lock is held
+	// until it exits.
+	c, cErr := start("c", `trap 'sleep 0.3; "$FENCE_BIN" put "$FENCE_RESOURCE" k from-c; echo $? > "$DIR/c.put"; exit 0' TERM
+touch "$DIR/c.started"; while :; do sleep 0.01; done`, "--handover", "--wait", "30s")
+	waitFile("c.started", cErr)
+	c.Process.Signal(syscall.SIGTERM)
+	c.Wait()
+	if rc, _ := os.ReadFile(filepath.Join(dir, "c.put")); strings.TrimSpace(string(rc)) != "0" {
+		t.Errorf("c's write during its shutdown, nobody waiting, exited %q, want 0; stderr:\n%s", rc, cErr())
+	}
+	if !strings.Contains(cErr(), "no hand-over") {
+		t.Errorf("c's stderr does not say there was no hand-over:\n%s", cErr())
+	}
+}

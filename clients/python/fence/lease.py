@@ -9,7 +9,7 @@ import urllib.request
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, MutableMapping, Optional, Union
 
 from ._transport import Call
-from .errors import FenceError, LeaseEndedError, LeaseExpiredError, LeaseLostError
+from .errors import FenceError, LeaseEndedError, LeaseExpiredError, LeaseLostError, NotFoundError
 from .types import Compare, Delete, Item, LeaseInfo, Put, Transferred, WriteResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -198,10 +198,12 @@ class Lease:
         """Stop the renewals and hand the lease to the first waiter whose
         holder is ``to`` (None: the first waiter) in one change, and return the
         successor's lease: its token is greater, so what this holder still
-        writes is fenced. The lease then ends as after a release. If the
-        transfer fails (:class:`fence.NotFoundError`: nobody of that name
-        waits), it raises and the lease is no longer renewed, as after a
-        failed release: release it, or it expires by its TTL."""
+        writes is fenced. The lease then ends as after a release. If nobody
+        of that name waits it raises :class:`fence.NotFoundError`: nothing
+        changed, and the lease goes on, renewed. After any other failure,
+        whose outcome is unknown, it raises and the lease is no longer
+        renewed, as after a failed release: release it, or it expires by its
+        TTL."""
         with self._release_mu:
             self._stop.set()
             call = self._call
@@ -215,6 +217,12 @@ class Lease:
                 succ = self._client.transfer(self.resource, self.token, to)
             except LeaseLostError as e:
                 self._end(e, lost=True)
+                raise
+            except NotFoundError:
+                # Nobody of that name waits: nothing changed, renew again.
+                self._stop.clear()
+                self._thread = threading.Thread(target=self._keepalive, name="fence-lease-%s" % self.resource, daemon=True)
+                self._thread.start()
                 raise
             except FenceError as e:
                 with self._mu:

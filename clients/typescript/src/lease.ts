@@ -1,7 +1,7 @@
 // A lease that keeps itself alive: the Go fence.Session, with timers.
 
 import type { CallOptions, Client, ClaimResult, DeleteResult, Item, LeaseInfo, PutResult, Transferred, Txn, Value, WriteOptions } from "./client.js";
-import { LeaseExpiredError, LeaseLostError, LeaseReleasedError } from "./errors.js";
+import { LeaseExpiredError, LeaseLostError, LeaseReleasedError, NotFoundError } from "./errors.js";
 import type { FetchFunction } from "./transport.js";
 import type { TokenLike } from "./token.js";
 
@@ -74,7 +74,7 @@ export class Lease {
   readonly #ended = new AbortController();
   #resolveDone!: (e: Error) => void;
   #stopped = false; // release was called: no more renewals
-  readonly #loopStop = new AbortController(); // aborts a renewal in flight on release
+  #loopStop = new AbortController(); // aborts a renewal in flight on release
   #wakeTimer: ReturnType<typeof setTimeout> | undefined;
   #wake: (() => void) | undefined;
   #loopDone: Promise<void> = Promise.resolve();
@@ -275,9 +275,10 @@ export class Lease {
    * successor's lease: its token is greater, so what this holder still
    * writes is fenced. The lease then ends as released. A lease that has
    * ended, or that the server no longer has, transfers nothing and rejects.
-   * If the transfer fails otherwise (NotFoundError: nobody of that name
-   * waits), the lease is no longer renewed, as after a failed release:
-   * release it, or it ends by its local deadline.
+   * Nobody of that name waiting rejects with NotFoundError and changes
+   * nothing: the lease goes on, renewed. After any other failure, whose
+   * outcome is unknown, the lease is no longer renewed, as after a failed
+   * release: release it, or it ends by its local deadline.
    */
   async transfer(to?: string, options: CallOptions = {}): Promise<Transferred> {
     await this.#stopRenewals();
@@ -287,7 +288,12 @@ export class Lease {
       next = await this.#client.transfer(this.resource, this.token, to, options);
     } catch (e) {
       if (e instanceof LeaseLostError) this.#end(e);
-      else this.#expireLocally(e);
+      else if (e instanceof NotFoundError) {
+        // Nobody of that name waits: nothing changed, renew again.
+        this.#stopped = false;
+        this.#loopStop = new AbortController();
+        this.#loopDone = this.#keepalive();
+      } else this.#expireLocally(e);
       throw e;
     }
     this.#end(new LeaseReleasedError(this.resource, this.token));

@@ -195,8 +195,10 @@ describe("a frozen server", () => {
 describe("handover", () => {
   test("a lease goes to the named waiter behind another, in one change, and the old token is fenced", async () => {
     const res = name("handover");
-    const old = await client.acquire(res, { holder: "old", ttlMs: 5000 });
-    await assert.rejects(client.transfer(res, old.token, "nobody"), NotFoundError);
+    const old = await client.acquire(res, { holder: "old", ttlMs: 600 });
+    await assert.rejects(old.transfer("nobody"), NotFoundError);
+    await sleep(1500); // past the TTL: only renewals, started again, keep it
+    assert.equal(old.err, undefined, `the lease ended after the refused transfer: ${old.err}`);
     const waiting = async (n: number) => (await client.listPage({ prefix: res })).locks.some((l) => l.resource === res && l.waiters === n);
     const a = client.acquire(res, { holder: "a", ttlMs: 5000, waitMs: 30_000 });
     await until(() => waiting(1), 10_000, "a waiting");
@@ -208,7 +210,7 @@ describe("handover", () => {
     assert.equal(next.holder, "b");
     assert.equal(next.token, lb.token);
     assert.ok(lb.token > old.token, `b's token ${lb.token} must be above ${old.token}`);
-    assert.ok(old.err instanceof LeaseReleasedError, `old ended with ${old.err}`);
+    assert.ok((old.err as Error | undefined) instanceof LeaseReleasedError, `old ended with ${old.err}`);
     await assert.rejects(client.put(res, "k", "stale", old.token), FencedError);
     await assert.rejects(old.transfer("a"), LeaseReleasedError);
 
