@@ -422,13 +422,19 @@ inline endAlone(s, r) {
 	commit(s, r)
 }
 
-/* The lease ends, released or expired, and the resource goes to a waiter,
- * client w, in the same commit: passLocked, state.Handoff. Who waits is
- * left open: any client but the holder may have been waiting, in any
- * order (a superset of first come, first served). */
+/* The lease ends, released, expired or transferred, and the resource goes
+ * to a waiter, client w, in the same commit: passLocked, state.Handoff.
+ * Who waits is left open: any client but the holder may have been waiting,
+ * in any order (a superset of first come, first served, and of a transfer
+ * to a named waiter, lock.Service.Transfer). HANDOFF_KEEPS_OLD, a negative
+ * control, leaves the fence where it was, as a hand-over that kept the old
+ * token valid until the successor writes would. */
 inline handOff(s, r, w) {
 	kind = K_HANDOFF; old = C(s, r).leaseToken;
 	grantRec(s, r, w);
+#ifdef HANDOFF_KEEPS_OLD
+	nlf = C(s, r).lastFence;
+#endif
 	printf("S%d ends R%d's lease, token %d, and grants it to C%d: token %d\n", s, r, old, w, tkn);
 	commit(s, r);
 	if

@@ -36,6 +36,8 @@ var checks = []check{
 		what: "without the fence check (token < last_fence), a stale holder's write is accepted"},
 	{name: "NoIssuedCheck", defines: []string{"NO_ISSUED_CHECK"}, fail: true,
 		what: "without the issued check (token > last_token), a forged token's write is accepted"},
+	{name: "HandoffKeepsOld", defines: []string{"HANDOFF_KEEPS_OLD"}, fail: true,
+		what: "a hand-over (a release to a waiter, a transfer) that does not raise the fence leaves the old token valid beside the new lease"},
 	{name: "NoEpochCheck", defines: []string{"NO_EPOCH_CHECK"}, fail: true,
 		what: "without the writer-epoch check, a deposed leader commits"},
 	{name: "NoEpochCheckConsequences", defines: []string{"NO_EPOCH_CHECK", "CONSEQUENCES_ONLY"}, fail: true,
