@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,65 +177,87 @@ func TestLock_PassesCredentials(t *testing.T) {
 	}
 }
 
+// lockProcs runs fence lock processes on resource "worker" of one server,
+// each named by its holder, with FENCE_BIN and DIR (a temp directory) in
+// their commands' environment.
+type lockProcs struct {
+	t        *testing.T
+	url, bin string
+	dir      string
+}
+
+func newLockProcs(t *testing.T) *lockProcs {
+	return &lockProcs{t: t, url: fencetest.NewServer(t, nil), bin: fenceBinary(t), dir: t.TempDir()}
+}
+
+// start starts fence lock as holder name, running script under sh, and
+// returns it with a function that reads its stderr so far.
+func (p *lockProcs) start(name, script string, args ...string) (*exec.Cmd, func() string) {
+	t := p.t
+	t.Helper()
+	cmd := exec.Command(p.bin, append(append([]string{"lock", "worker", "--addr", p.url, "--holder", name}, args...), "--", "sh", "-c", script)...)
+	cmd.Env = append(os.Environ(), "FENCE_BIN="+p.bin, "DIR="+p.dir)
+	errFile, err := os.Create(filepath.Join(p.dir, name+".stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { errFile.Close() })
+	cmd.Stderr = errFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, func() string { b, _ := os.ReadFile(errFile.Name()); return string(b) }
+}
+
+// waitFor waits until cond holds, for at most 10 s, and fails t with what.
+func (p *lockProcs) waitFor(what string, cond func() bool) {
+	p.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			p.t.Fatal(what)
+		}
+	}
+}
+
+// exists reports whether the file name exists in p.dir.
+func (p *lockProcs) exists(name string) bool {
+	_, err := os.Stat(filepath.Join(p.dir, name))
+	return err == nil
+}
+
+// waiters waits until n fence locks wait for the resource.
+func (p *lockProcs) waiters(api *client.API, n int) {
+	p.t.Helper()
+	p.waitFor(fmt.Sprintf("%d waiters never showed", n), func() bool {
+		locks, _, err := api.List(p.t.Context(), "worker", "", 1)
+		return err == nil && len(locks) == 1 && locks[0].Waiters == n
+	})
+}
+
 // TestLock_Handover stops a fence lock --handover with SIGTERM while another
 // fence lock waits: the waiter's command starts while the first command
 // still shuts down (no gap), and what the first command writes after the
 // signal is fenced (no two writers). Without a waiter, --handover keeps
 // the lock until the command exits.
 func TestLock_Handover(t *testing.T) {
-	url := fencetest.NewServer(t, nil)
-	bin := fenceBinary(t)
-	dir := t.TempDir()
-	api, err := client.NewAPI(url)
+	p := newLockProcs(t)
+	dir := p.dir
+	api, err := client.NewAPI(p.url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := func(name, script string, args ...string) (*exec.Cmd, func() string) {
-		t.Helper()
-		cmd := exec.Command(bin, append(append([]string{"lock", "worker", "--addr", url, "--holder", name}, args...), "--", "sh", "-c", script)...)
-		cmd.Env = append(os.Environ(), "FENCE_BIN="+bin, "DIR="+dir)
-		errFile, err := os.Create(filepath.Join(dir, name+".stderr"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { errFile.Close() })
-		cmd.Stderr = errFile
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		return cmd, func() string { b, _ := os.ReadFile(errFile.Name()); return string(b) }
-	}
-	waitFile := func(name string, stderr func() string) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never appeared; stderr:\n%s", name, stderr())
-			}
-		}
-	}
 	// a's command shuts down slowly: on SIGTERM it writes with its token,
 	// then says it is done.
-	a, aErr := start("a", `trap '"$FENCE_BIN" put "$FENCE_RESOURCE" k from-a; echo $? > "$DIR/a.put"; touch "$DIR/a.done"; exit 0' TERM
+	a, aErr := p.start("a", `trap '"$FENCE_BIN" put "$FENCE_RESOURCE" k from-a; echo $? > "$DIR/a.put"; touch "$DIR/a.done"; exit 0' TERM
 touch "$DIR/a.started"; while :; do sleep 0.01; done`, "--handover")
-	waitFile("a.started", aErr)
-	_, bErr := start("b", `touch "$DIR/b.started"; while [ ! -e "$DIR/a.done" ]; do sleep 0.01; done; "$FENCE_BIN" put "$FENCE_RESOURCE" k from-b`, "--wait", "30s")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		locks, _, err := api.List(t.Context(), "worker", "", 1)
-		if err == nil && len(locks) == 1 && locks[0].Waiters == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("b never waited; stderr:\n%s", bErr())
-		}
-	}
+	p.waitFor("a never started", func() bool { return p.exists("a.started") })
+	_, bErr := p.start("b", `touch "$DIR/b.started"; while [ ! -e "$DIR/a.done" ]; do sleep 0.01; done; "$FENCE_BIN" put "$FENCE_RESOURCE" k from-b`, "--wait", "30s")
+	p.waiters(api, 1)
 	if err := a.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFile("b.started", bErr)
+	p.waitFor("b never started: "+bErr(), func() bool { return p.exists("b.started") })
 	a.Wait()
 	if code := a.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("fence lock a exited %d, want its command's 0; stderr:\n%s", code, aErr())
@@ -246,23 +269,19 @@ touch "$DIR/a.started"; while :; do sleep 0.01; done`, "--handover")
 	if strings.TrimSpace(string(rc)) != strconv.Itoa(exitFenced) {
 		t.Errorf("a's write after the hand-over exited %q, want %d (fenced)", rc, exitFenced)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if it, err := api.Get(t.Context(), "worker", "k"); err == nil {
-			if string(it.Value) != "from-b" {
-				t.Fatalf("k = %q, want b's write alone", it.Value)
-			}
-			break
+	p.waitFor("b never wrote: "+bErr(), func() bool {
+		it, err := api.Get(t.Context(), "worker", "k")
+		if err == nil && string(it.Value) != "from-b" {
+			t.Fatalf("k = %q, want b's write alone", it.Value)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("b never wrote; stderr:\n%s", bErr())
-		}
-	}
+		return err == nil
+	})
 
 	// Nobody waits: the SIGTERM reaches the command, and the lock is held
 	// until it exits.
-	c, cErr := start("c", `trap 'sleep 0.3; "$FENCE_BIN" put "$FENCE_RESOURCE" k from-c; echo $? > "$DIR/c.put"; exit 0' TERM
+	c, cErr := p.start("c", `trap 'sleep 0.3; "$FENCE_BIN" put "$FENCE_RESOURCE" k from-c; echo $? > "$DIR/c.put"; exit 0' TERM
 touch "$DIR/c.started"; while :; do sleep 0.01; done`, "--handover", "--wait", "30s")
-	waitFile("c.started", cErr)
+	p.waitFor("c never started: "+cErr(), func() bool { return p.exists("c.started") })
 	c.Process.Signal(syscall.SIGTERM)
 	c.Wait()
 	if rc, _ := os.ReadFile(filepath.Join(dir, "c.put")); strings.TrimSpace(string(rc)) != "0" {
@@ -271,4 +290,138 @@ touch "$DIR/c.started"; while :; do sleep 0.01; done`, "--handover", "--wait", "
 	if !strings.Contains(cErr(), "no hand-over") {
 		t.Errorf("c's stderr does not say there was no hand-over:\n%s", cErr())
 	}
+}
+
+// TestLock_RollingRestart restarts three fence lock --handover workers one
+// after another, as a rolling update does, each stopped by SIGTERM while
+// the others wait. Each worker's command writes its token, every 10 ms,
+// until 200 ms after its SIGTERM. At every hand-over the next worker's
+// command must start before the stopped one's ends (no gap), and no write
+// of a stopped worker may be accepted after the successor's first (no
+// overlap). Without --handover the successor starts only once the old
+// command has ended, and the test fails.
+func TestLock_RollingRestart(t *testing.T) {
+	p := newLockProcs(t)
+	api, err := client.NewAPI(p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A worker logs "start", its accepted writes and "end", with times, to
+	// DIR/NAME.log.
+	script := `log="$DIR/$FENCE_HOLDER.log"; now() { date +%s%N; }
+echo "start $(now)" >> "$log"; stop=
+trap 'stop=$(now)' TERM
+while :; do
+	if "$FENCE_BIN" put "$FENCE_RESOURCE" k "$FENCE_TOKEN" 2>/dev/null; then echo "ok $(now) $FENCE_TOKEN" >> "$log"; fi
+	if [ -n "$stop" ] && [ $(( $(now) - stop )) -gt 200000000 ]; then echo "end $(now)" >> "$log"; exit 0; fi
+	sleep 0.01
+done`
+	procs := map[string]*exec.Cmd{}
+	run := func(name string) {
+		procs[name], _ = p.start(name, script, "--handover", "--wait", "5m")
+	}
+	run("w0")
+	p.waitFor("w0 never started", func() bool { return p.exists("w0.log") })
+	run("w1")
+	p.waiters(api, 1)
+	run("w2")
+	p.waiters(api, 2)
+	order := []string{"w0", "w1", "w2"} // who holds, then who waits
+	type handOver struct {
+		old, next string // their logs' names
+		term      int64  // when the old worker got SIGTERM, in ns
+	}
+	var hos []handOver
+	wrote := func(log string) func() bool {
+		return func() bool { return p.exists(log) && len(readWorkerLog(t, filepath.Join(p.dir, log)).oks) > 0 }
+	}
+	for round := 0; round < 3; round++ {
+		old := order[0]
+		// Its command runs, its trap set, before it is stopped.
+		p.waitFor(old+" never wrote", wrote(old+".log"))
+		term := time.Now().UnixNano()
+		if err := procs[old].Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		procs[old].Wait()
+		oldLog := fmt.Sprintf("%s.%d.log", old, round)
+		if err := os.Rename(filepath.Join(p.dir, old+".log"), filepath.Join(p.dir, oldLog)); err != nil {
+			t.Fatal(err)
+		}
+		if len(hos) > 0 {
+			hos[len(hos)-1].next = oldLog // the last successor's log, now closed
+		}
+		hos = append(hos, handOver{old: oldLog, term: term})
+		order = append(order[1:], old)
+		run(old) // restarted, it waits behind the others
+		p.waiters(api, 2)
+	}
+	hos[len(hos)-1].next = order[0] + ".log"
+	p.waitFor("the last successor never wrote", wrote(order[0]+".log"))
+	for _, h := range hos {
+		o, n := readWorkerLog(t, filepath.Join(p.dir, h.old)), readWorkerLog(t, filepath.Join(p.dir, h.next))
+		if len(n.oks) == 0 || len(o.oks) == 0 {
+			t.Fatalf("%s → %s: %d and %d accepted writes, want some of each", h.old, h.next, len(o.oks), len(n.oks))
+		}
+		if n.start >= o.end {
+			t.Errorf("%s → %s: the successor started %v after the old command ended: a gap", h.old, h.next, time.Duration(n.start-o.end))
+		}
+		lastOld, firstNew := o.oks[len(o.oks)-1], n.oks[0]
+		if lastOld.at >= firstNew.at || lastOld.token >= firstNew.token {
+			t.Errorf("%s → %s: the old worker's write of token %d at %d was accepted after the successor's of token %d at %d: an overlap",
+				h.old, h.next, lastOld.token, lastOld.at, firstNew.token, firstNew.at)
+		}
+		t.Logf("%s → %s: successor's command started %v after SIGTERM, %v before the old command ended; old writes accepted after SIGTERM: %d",
+			h.old, h.next, time.Duration(n.start-h.term).Round(time.Millisecond), time.Duration(o.end-n.start).Round(time.Millisecond), o.acceptedAfter(h.term))
+	}
+}
+
+// workerLog is what a worker of TestLock_RollingRestart logged.
+type workerLog struct {
+	start, end int64 // ns; end 0 if it did not end
+	oks        []workerWrite
+}
+
+type workerWrite struct {
+	at    int64
+	token uint64
+}
+
+// acceptedAfter counts the writes accepted after t.
+func (l workerLog) acceptedAfter(t int64) int {
+	n := 0
+	for _, w := range l.oks {
+		if w.at > t {
+			n++
+		}
+	}
+	return n
+}
+
+func readWorkerLog(t *testing.T, path string) workerLog {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l workerLog
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		at, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "start":
+			l.start = at
+		case "end":
+			l.end = at
+		case "ok":
+			if len(f) == 3 {
+				tok, _ := strconv.ParseUint(f[2], 10, 64)
+				l.oks = append(l.oks, workerWrite{at, tok})
+			}
+		}
+	}
+	return l
 }
