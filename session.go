@@ -41,13 +41,13 @@ type Session struct {
 	mu       sync.Mutex // guards lease.Expires and deadline
 	deadline time.Time  // local: the lease is surely held before it
 
-	endMu      sync.Mutex // serializes Release and Transfer; guards stopped and the loop's restart
-	stopped    bool       // the keepalive loop has been told to stop
-	expireOnce sync.Once  // arms the local deadline after a failed Release
-	stopC      chan struct{}
-	loopCtx    context.Context // for renewals; cancelled by Release
-	loopStop   context.CancelFunc
-	loopDone   chan struct{}
+	endMu    sync.Mutex  // serializes Release and Transfer; guards stopped and the loop's restart
+	stopped  bool        // the keepalive loop has been told to stop
+	expiry   *time.Timer // the local deadline armed after a failed end; guarded by endMu
+	stopC    chan struct{}
+	loopCtx  context.Context // for renewals; cancelled by Release
+	loopStop context.CancelFunc
+	loopDone chan struct{}
 }
 
 // SessionOption configures NewSession.
@@ -203,14 +203,20 @@ func (s *Session) Release(ctx context.Context) error {
 // still writes is fenced. It returns the successor's lease. Its Locker must
 // be a Transferer. A session that has ended, or whose lease the server no
 // longer has (*LeaseLostError), transfers nothing and returns the error. If
-// nobody named to waits (an error wrapping ErrNotFound: nothing changed),
-// the session goes on, renewed as before. After any other failure, whose
-// outcome is unknown, it is no longer renewed, as after a failed Release:
-// it ends at its local deadline unless released.
+// the answer certainly changed nothing (nobody named to waits: an error
+// wrapping ErrNotFound; or the request was refused as bad, forbidden or
+// rate limited), the session goes on, renewed as before. After any other
+// failure, whose outcome is unknown, it is no longer renewed, as after a
+// failed Release: it ends at its local deadline unless released.
 func (s *Session) Transfer(ctx context.Context, to string) (Lease, error) {
 	tr, ok := s.locker.(Transferer)
 	if !ok {
 		return Lease{}, fmt.Errorf("fence: transfer %q: %w: the Locker cannot transfer", s.lease.Resource, ErrBadRequest)
+	}
+	if to != "" {
+		if err := ValidateHolder(to); err != nil {
+			return Lease{}, fmt.Errorf("fence: transfer %q: to: %w", s.lease.Resource, err)
+		}
 	}
 	next, err := s.end(func() (Lease, error) {
 		return tr.Transfer(ctx, s.lease.Resource, s.lease.Token, to)
@@ -250,7 +256,13 @@ func (s *Session) end(do func() (Lease, error), cause error, lostIsDone bool) (L
 	case errors.Is(err, ErrLeaseLost):
 		s.cancel(err)
 		return Lease{}, err
-	case !lostIsDone && errors.Is(err, ErrNotFound):
+	case !lostIsDone && refusedUnchanged(err):
+		// The transfer certainly did nothing: renew again, and forget a
+		// local deadline that an earlier failure armed.
+		if s.expiry != nil {
+			s.expiry.Stop()
+			s.expiry = nil
+		}
 		s.newLoop()
 		go s.keepalive()
 		return Lease{}, err
@@ -261,11 +273,23 @@ func (s *Session) end(do func() (Lease, error), cause error, lostIsDone bool) (L
 	s.mu.Lock()
 	deadline := s.deadline
 	s.mu.Unlock()
-	s.expireOnce.Do(func() {
+	if s.expiry == nil {
 		cause := fmt.Errorf("%w (ending it failed: %w)", ErrLeaseExpired, err)
-		time.AfterFunc(time.Until(deadline), func() { s.cancel(cause) })
-	})
+		s.expiry = time.AfterFunc(time.Until(deadline), func() { s.cancel(cause) })
+	}
 	return Lease{}, err
+}
+
+// refusedUnchanged reports whether err is an answer that certainly changed
+// nothing: nobody of that name waits, or the request was refused before it
+// was served (bad, forbidden, rate limited).
+func refusedUnchanged(err error) bool {
+	for _, target := range []error{ErrNotFound, ErrBadRequest, ErrInvalidToken, ErrForbidden, ErrRateLimited} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // renew renews the lease once, giving up at until, and on success moves the

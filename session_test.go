@@ -230,7 +230,11 @@ func TestSession_Transfer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Nobody waits: refused, and the session goes on, renewed past its TTL.
+		// A bad name, then nobody waiting: refused, and the session goes on,
+		// renewed past its TTL.
+		if _, err := s.Transfer(t.Context(), "bad\x01name"); !errors.Is(err, fence.ErrBadRequest) {
+			t.Fatalf("Transfer to a bad name: %v, want ErrBadRequest", err)
+		}
 		if _, err := s.Transfer(t.Context(), "nobody"); !errors.Is(err, fence.ErrNotFound) {
 			t.Fatalf("Transfer with nobody waiting: %v, want ErrNotFound", err)
 		}
@@ -276,6 +280,46 @@ func TestSession_Transfer(t *testing.T) {
 		}
 		if !errors.Is(lost.Err(), fence.ErrLeaseLost) {
 			t.Fatalf("Err after transferring a lost lease = %v, want ErrLeaseLost", lost.Err())
+		}
+	})
+}
+
+// flakyTransfer fails its first transfer as an unreachable server would.
+type flakyTransfer struct {
+	*lock.Service
+	failed atomic.Bool
+}
+
+func (f *flakyTransfer) Transfer(ctx context.Context, resource string, token fence.Token, to string) (fence.Lease, error) {
+	if f.failed.CompareAndSwap(false, true) {
+		return fence.Lease{}, errDown
+	}
+	return f.Service.Transfer(ctx, resource, token, to)
+}
+
+// TestSession_TransferRetriedAfterUnknownOutcome checks that a transfer of
+// unknown outcome stops the renewals and arms the local deadline, and that
+// a retry the server refuses as changing nothing (nobody waits) renews
+// again and disarms that deadline.
+func TestSession_TransferRetriedAfterUnknownOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		locker := &flakyTransfer{Service: newLocker(t)}
+		s, err := fence.NewSession(t.Context(), locker, "r", fence.WithTTL(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Transfer(t.Context(), "next"); !errors.Is(err, errDown) {
+			t.Fatalf("first Transfer: %v, want the locker's error", err)
+		}
+		if _, err := s.Transfer(t.Context(), "next"); !errors.Is(err, fence.ErrNotFound) {
+			t.Fatalf("retried Transfer: %v, want ErrNotFound", err)
+		}
+		time.Sleep(30 * time.Second) // past the deadline the first failure armed
+		if err := s.Err(); err != nil {
+			t.Fatalf("the session ended although it renews again: %v", err)
+		}
+		if err := s.Release(t.Context()); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -11,7 +11,7 @@
 // Fields are separated by spaces or tabs. name is a label for logs; it must
 // be unique. The second field is the lower- or upper-case hex SHA-256 of the
 // token (HashToken computes it); the file never holds tokens themselves.
-// perm is one of lock (acquire, renew, release), write, read or admin. prefix
+// perm is one of lock (acquire, renew, release, transfer), write, read or admin. prefix
 // is a resource-name prefix, or "*" for every resource. For example:
 //
 //	# orders service: lock and write its own resources, read everything
@@ -45,7 +45,7 @@ type Perm string
 
 // The permissions.
 const (
-	PermLock  Perm = "lock"  // acquire, renew, release
+	PermLock  Perm = "lock"  // acquire, renew, release, transfer
 	PermWrite Perm = "write" // storage writes: put, delete, claim, txn
 	PermRead  Perm = "read"  // storage reads and lock status
 	PermAdmin Perm = "admin" // revoke, and /metrics when protected

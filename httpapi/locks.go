@@ -10,7 +10,7 @@ import (
 )
 
 // lockHandlers binds the lock operations: status, listing, acquire, renew,
-// release and revoke.
+// release, transfer and revoke.
 var lockHandlers = handlerSet{
 	wire.OpListLocks:    {serve: (*Handler).listLocks},
 	wire.OpGetLock:      {serve: (*Handler).lockStatus},

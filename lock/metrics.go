@@ -13,7 +13,7 @@ var (
 		Name: "fence_lock_releases_total", Help: "Leases released by their holder.",
 	})
 	transfersTotal = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "fence_lock_transfers_total", Help: "Leases handed by their holder to a named successor in one change.",
+		Name: "fence_lock_transfers_total", Help: "Leases handed by their holder to a waiter (named, or the first) in one change.",
 	})
 	expirationsTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fence_lock_expirations_total", Help: "Leases that expired without being released.",
@@ -49,7 +49,7 @@ var (
 )
 
 func init() {
-	for _, reason := range []string{"lock_held", "lease_lost", "forbidden"} {
+	for _, reason := range []string{"lock_held", "lease_lost", "forbidden", "no_successor"} {
 		rejectionsTotal.WithLabelValues(reason)
 	}
 }

@@ -36,7 +36,7 @@ func (s *Service) Transfer(ctx context.Context, resource string, token fence.Tok
 	if err := s.forbiddenLocked("transfer", resource, e, fence.OwnerOf(ctx)); err != nil {
 		return fence.Lease{}, err
 	}
-	w := s.successorLocked(resource, e, to)
+	w, from := s.successorLocked(resource, e, to)
 	if w == nil {
 		rejectionsTotal.WithLabelValues("no_successor").Inc()
 		if to == "" {
@@ -46,7 +46,12 @@ func (s *Service) Transfer(ctx context.Context, resource string, token fence.Tok
 	}
 	abandoned, err := s.passToLocked(ctx, resource, e, changeTransferred, w)
 	if err != nil {
-		// Still held, and the successor still waits: the holder may retry.
+		// Still held, and the successor still waits, back in its place:
+		// the holder may retry.
+		if len(e.queue) > from && e.queue[0] == w {
+			copy(e.queue[:from], e.queue[1:from+1])
+			e.queue[from] = w
+		}
 		return fence.Lease{}, fmt.Errorf("lock: transfer %q: %w", resource, err)
 	}
 	transfersTotal.Inc()
@@ -65,18 +70,19 @@ func (s *Service) Transfer(ctx context.Context, resource string, token fence.Tok
 
 // successorLocked drops the waiters that have gone from the head of the
 // queue and returns the first waiter still waiting whose holder is to (any,
-// if to is ""), moved to the head of the queue; nil if there is none.
-func (s *Service) successorLocked(resource string, e *entry, to string) *waiter {
+// if to is ""), moved to the head of the queue, and the place it had; nil
+// if there is none.
+func (s *Service) successorLocked(resource string, e *entry, to string) (*waiter, int) {
 	first := s.firstWaiterLocked(resource, e)
 	if first == nil || to == "" || first.holder == to {
-		return first
+		return first, 0
 	}
 	i := slices.IndexFunc(e.queue, func(w *waiter) bool { return w.holder == to && w.ctx.Err() == nil })
 	if i < 0 {
-		return nil
+		return nil, 0
 	}
 	w := e.queue[i]
 	copy(e.queue[1:i+1], e.queue[:i])
 	e.queue[0] = w
-	return w
+	return w, i
 }

@@ -1,6 +1,7 @@
 package lock_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"testing/synctest"
@@ -98,6 +99,58 @@ func TestService_TransferOwner(t *testing.T) {
 		}
 		if _, err := s.Transfer(alice, "r", l.Token, "next"); err != nil {
 			t.Fatalf("alice's transfer: %v", err)
+		}
+	})
+}
+
+// failingHandoff is a memory ledger whose first hand-off fails.
+type failingHandoff struct {
+	*memory.DB
+	failed bool
+}
+
+func (f *failingHandoff) Handoff(ctx context.Context, resource string, token fence.Token, holder string, ttl time.Duration, expires time.Time) (fence.Token, fence.Token, error) {
+	if !f.failed {
+		f.failed = true
+		return 0, 0, errors.New("the engine is down")
+	}
+	return f.DB.Handoff(ctx, resource, token, holder, ttl, expires)
+}
+
+// TestService_TransferFailedKeepsOrder checks that a transfer whose ledger
+// write fails leaves the lease held and the queue in its order: the waiter
+// it chose goes back behind the one before it.
+func TestService_TransferFailedKeepsOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := memory.New()
+		s := openLedger(t, &failingHandoff{DB: db})
+		old := acquire(t, s, "r", "old", time.Minute)
+		got := map[string]chan fence.Lease{"a": make(chan fence.Lease, 1), "b": make(chan fence.Lease, 1)}
+		for _, h := range []string{"a", "b"} {
+			go func() {
+				l, _ := s.Acquire(t.Context(), "r", h, time.Minute, fence.MaxWait)
+				got[h] <- l
+			}()
+			synctest.Wait()
+		}
+		if _, err := s.Transfer(t.Context(), "r", old.Token, "b"); err == nil {
+			t.Fatal("Transfer succeeded over a failing ledger")
+		}
+		if st, err := s.Status(t.Context(), "r"); err != nil || !st.Held || st.Token != old.Token {
+			t.Fatalf("Status after the failed transfer = %+v, %v; want the old lease", st, err)
+		}
+		// The release hands off, which works now: a, first, gets the lock.
+		if err := s.Release(t.Context(), "r", old.Token); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		select {
+		case l := <-got["a"]:
+			if l.Holder != "a" {
+				t.Fatalf("a got %+v", l)
+			}
+		case l := <-got["b"]:
+			t.Fatalf("b, second in the queue, was served first: %+v", l)
 		}
 	})
 }

@@ -36,9 +36,10 @@ With --handover, a SIGTERM first hands the lease to the next waiter (another
 fence lock on RESOURCE, say the next instance of a rolling restart) in one
 change, and then reaches CMD: the successor starts at once, with a greater
 token, while CMD shuts down, and what CMD still writes is fenced, so there is
-no instant without a holder and none with two writing. If nobody waits, the
-SIGTERM reaches CMD as without --handover, and the lock is released when CMD
-exits.
+no instant without a holder and none with two writing with the token. CMD
+then has --kill-grace to exit before its process group gets SIGKILL. If
+nobody waits, the SIGTERM reaches CMD as without --handover, and the lock is
+released when CMD exits.
 
 If another holder has the lock for all of --wait, fence lock exits with
 --conflict-exit-code (default 3) and says so on stderr, unless --quiet: from
@@ -78,7 +79,7 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 	fs.DurationVar(&ttl, "ttl", fence.DefaultTTL, "lease time to live; renewed about every ttl/3")
 	fs.DurationVar(&wait, "wait", 0, "how long to wait if another holder has the lock (then exit with --conflict-exit-code)")
 	fs.StringVar(&holder, "holder", "", "holder `id` (default: a new random id)")
-	fs.DurationVar(&killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
+	fs.DurationVar(&killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when the lease is lost or handed over")
 	fs.IntVar(&conflictCode, "conflict-exit-code", exitNotHeld, "exit `code` (0-255) when another holder has the lock for all of --wait")
 	fs.BoolVar(&quiet, "quiet", false, "print nothing when another holder has the lock (cron mails what a job prints)")
 	fs.BoolVar(&handover, "handover", false, "on SIGTERM, hand the lease to the next waiter before the command gets the signal")
@@ -172,6 +173,7 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		return fmt.Errorf("lock: cannot run %q: %w", command[0], err)
 	}
 	leaseDone := lease.Done()
+	var killC <-chan time.Time // after a hand-over: --kill-grace for the command to stop
 	for {
 		select {
 		case err := <-child.done:
@@ -182,8 +184,15 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		case sig := <-sigC:
 			if handover && sig == syscall.SIGTERM && leaseDone != nil && handOver(ctx, lease, resource, std) {
 				leaseDone = nil // the successor's now: nothing left to keep or release
+				t := time.NewTimer(killGrace)
+				defer t.Stop()
+				killC = t.C
 			}
 			syscall.Kill(-child.group, sig.(syscall.Signal))
+		case <-killC:
+			fmt.Fprintf(std.err, "fence: lock %s: the command did not stop within --kill-grace of the hand-over; killing it\n", resource)
+			syscall.Kill(-child.group, syscall.SIGKILL)
+			killC = nil
 		case <-leaseDone:
 			fmt.Fprintf(std.err, "fence: lock %s: %s; stopping the command\n", resource, lostMessage(lease.Token(), lease.Err()))
 			stopGroup(child.group, child.done, killGrace)
@@ -192,15 +201,21 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 	}
 }
 
-// handOver hands lease to the next waiter and reports whether it did; with
-// nobody waiting, or if the transfer failed, it says why on stderr and the
-// lease stays held (renewed again if the transfer's outcome is known).
+// handOver hands lease to the next waiter and reports whether it did. With
+// nobody waiting the lease stays held and renewed; after a transfer of
+// unknown outcome it is no longer renewed. Either way it says so on stderr.
 func handOver(ctx context.Context, lease *client.Lease, resource string, std stdio) bool {
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	next, err := lease.Transfer(tctx, "")
-	if err != nil {
-		fmt.Fprintf(std.err, "fence: lock %s: no hand-over (%s); the lock is released when the command exits\n", resource, describe(err))
+	switch {
+	case errors.Is(err, fence.ErrNotFound):
+		fmt.Fprintf(std.err, "fence: lock %s: no hand-over: nobody waits; the lock is released when the command exits\n", resource)
+		return false
+	case err != nil:
+		// The lease may have passed on, and is no longer renewed: it ends
+		// by its TTL, or at the release when the command exits.
+		fmt.Fprintf(std.err, "fence: lock %s: the hand-over's outcome is unknown (%s); the lease is no longer renewed\n", resource, describe(err))
 		return false
 	}
 	fmt.Fprintf(std.err, "fence: lock %s: handed over to %q (token %d); stopping the command\n", resource, next.Holder, next.Token)

@@ -9,7 +9,17 @@ import urllib.request
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, MutableMapping, Optional, Union
 
 from ._transport import Call
-from .errors import FenceError, LeaseEndedError, LeaseExpiredError, LeaseLostError, NotFoundError
+from .errors import (
+    BadRequestError,
+    FenceError,
+    ForbiddenError,
+    InvalidTokenError,
+    LeaseEndedError,
+    LeaseExpiredError,
+    LeaseLostError,
+    NotFoundError,
+    RateLimitedError,
+)
 from .types import Compare, Delete, Item, LeaseInfo, Put, Transferred, WriteResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -199,8 +209,9 @@ class Lease:
         holder is ``to`` (None: the first waiter) in one change, and return the
         successor's lease: its token is greater, so what this holder still
         writes is fenced. The lease then ends as after a release. If nobody
-        of that name waits it raises :class:`fence.NotFoundError`: nothing
-        changed, and the lease goes on, renewed. After any other failure,
+        of that name waits it raises :class:`fence.NotFoundError` (or the
+        request's refusal: bad, forbidden, rate limited): nothing changed,
+        and the lease goes on, renewed. After any other failure,
         whose outcome is unknown, it raises and the lease is no longer
         renewed, as after a failed release: release it, or it expires by its
         TTL."""
@@ -218,12 +229,15 @@ class Lease:
             except LeaseLostError as e:
                 self._end(e, lost=True)
                 raise
-            except NotFoundError:
-                # Nobody of that name waits: nothing changed, renew again.
-                self._stop.clear()
-                self._thread = threading.Thread(target=self._keepalive, name="fence-lease-%s" % self.resource, daemon=True)
-                self._thread.start()
-                raise
+            except (NotFoundError, BadRequestError, InvalidTokenError, ForbiddenError, RateLimitedError) as e:
+                # Certainly nothing changed (nobody of that name waits, or
+                # the request was refused): renew again, unless the lease
+                # already ended here after an earlier failure.
+                if not self.done.is_set():
+                    self._stop.clear()
+                    self._thread = threading.Thread(target=self._keepalive, name="fence-lease-%s" % self.resource, daemon=True)
+                    self._thread.start()
+                raise e
             except FenceError as e:
                 with self._mu:
                     self.error = e

@@ -1,7 +1,7 @@
 // A lease that keeps itself alive: the Go fence.Session, with timers.
 
 import type { CallOptions, Client, ClaimResult, DeleteResult, Item, LeaseInfo, PutResult, Transferred, Txn, Value, WriteOptions } from "./client.js";
-import { LeaseExpiredError, LeaseLostError, LeaseReleasedError, NotFoundError } from "./errors.js";
+import { BadRequestError, ForbiddenError, InvalidTokenError, LeaseExpiredError, LeaseLostError, LeaseReleasedError, NotFoundError, RateLimitedError } from "./errors.js";
 import type { FetchFunction } from "./transport.js";
 import type { TokenLike } from "./token.js";
 
@@ -78,6 +78,7 @@ export class Lease {
   #wakeTimer: ReturnType<typeof setTimeout> | undefined;
   #wake: (() => void) | undefined;
   #loopDone: Promise<void> = Promise.resolve();
+  #ending: Promise<void> = Promise.resolve(); // the release or transfer in flight, if any
   #expiryTimer: ReturnType<typeof setTimeout> | undefined;
   #releasing: Promise<void> | undefined;
 
@@ -248,10 +249,11 @@ export class Lease {
    */
   release(options: CallOptions = {}): Promise<void> {
     if (this.#releasing) return this.#releasing;
-    const p = this.#doRelease(options).finally(() => {
+    const p = this.#ending.then(() => this.#doRelease(options)).finally(() => {
       this.#releasing = undefined;
     });
     this.#releasing = p;
+    this.#ending = p.then(() => undefined, () => undefined);
     return p;
   }
 
@@ -275,12 +277,20 @@ export class Lease {
    * successor's lease: its token is greater, so what this holder still
    * writes is fenced. The lease then ends as released. A lease that has
    * ended, or that the server no longer has, transfers nothing and rejects.
-   * Nobody of that name waiting rejects with NotFoundError and changes
+   * Nobody of that name waiting rejects with NotFoundError (a request
+   * refused as bad, forbidden or rate limited with its error) and changes
    * nothing: the lease goes on, renewed. After any other failure, whose
    * outcome is unknown, the lease is no longer renewed, as after a failed
    * release: release it, or it ends by its local deadline.
    */
-  async transfer(to?: string, options: CallOptions = {}): Promise<Transferred> {
+  transfer(to?: string, options: CallOptions = {}): Promise<Transferred> {
+    // One end at a time: a release or another transfer in flight finishes first.
+    const p = this.#ending.then(() => this.#doTransfer(to, options));
+    this.#ending = p.then(() => undefined, () => undefined);
+    return p;
+  }
+
+  async #doTransfer(to: string | undefined, options: CallOptions): Promise<Transferred> {
     await this.#stopRenewals();
     this.throwIfEnded();
     let next: Transferred;
@@ -288,8 +298,12 @@ export class Lease {
       next = await this.#client.transfer(this.resource, this.token, to, options);
     } catch (e) {
       if (e instanceof LeaseLostError) this.#end(e);
-      else if (e instanceof NotFoundError) {
-        // Nobody of that name waits: nothing changed, renew again.
+      else if (e instanceof NotFoundError || e instanceof BadRequestError || e instanceof InvalidTokenError ||
+        e instanceof ForbiddenError || e instanceof RateLimitedError) {
+        // Certainly nothing changed: renew again, and forget a local
+        // deadline that an earlier failure armed.
+        if (this.#expiryTimer !== undefined) clearTimeout(this.#expiryTimer);
+        this.#expiryTimer = undefined;
         this.#stopped = false;
         this.#loopStop = new AbortController();
         this.#loopDone = this.#keepalive();
