@@ -177,19 +177,24 @@ class Lease:
             last_err = None
             next_at = time.monotonic() + interval
 
+    def _stop_renewals(self) -> bool:
+        """Stop the keepalive (a renewal in flight gives up at once), with
+        _release_mu held, and report whether the lease has ended already."""
+        self._stop.set()
+        call = self._call
+        if call is not None:
+            call.cancel()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+        return self.done.is_set() and self.error is None or self.lost.is_set()
+
     def release(self) -> None:
         """Stop the renewals and release the lease. Returns once the lease is
         no longer held: released now, or ended before. Raises the release's
         error when its outcome is unknown (the lease then expires by its
         TTL); calling it again resends the release."""
         with self._release_mu:
-            self._stop.set()
-            call = self._call
-            if call is not None:
-                call.cancel()  # a renewal in flight gives up at once
-            if self._thread.is_alive() and self._thread is not threading.current_thread():
-                self._thread.join()
-            if self.done.is_set() and self.error is None or self.lost.is_set():
+            if self._stop_renewals():
                 return
             try:
                 self._client.release(self.resource, self.token)
@@ -216,13 +221,7 @@ class Lease:
         renewed, as after a failed release: release it, or it expires by its
         TTL."""
         with self._release_mu:
-            self._stop.set()
-            call = self._call
-            if call is not None:
-                call.cancel()  # a renewal in flight gives up at once
-            if self._thread.is_alive() and self._thread is not threading.current_thread():
-                self._thread.join()
-            if self.done.is_set() and self.error is None or self.lost.is_set():
+            if self._stop_renewals():
                 raise LeaseEndedError(self.resource, self.token, self.error)
             try:
                 succ = self._client.transfer(self.resource, self.token, to)
