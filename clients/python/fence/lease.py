@@ -79,7 +79,7 @@ class Lease:
         self._deadline = sent + info.ttl - margin
         self._stop = threading.Event()
         self._call: Optional[Call] = None
-        self._thread = threading.Thread(target=self._keepalive, name="fence-lease-%s" % info.resource, daemon=True)
+        self._thread = self._new_keepalive()
         self._release_mu = threading.Lock()
 
     def __repr__(self) -> str:
@@ -177,6 +177,17 @@ class Lease:
             last_err = None
             next_at = time.monotonic() + interval
 
+    def _new_keepalive(self) -> threading.Thread:
+        """A keepalive thread, not started."""
+        return threading.Thread(target=self._keepalive, name="fence-lease-%s" % self.resource, daemon=True)
+
+    def _finish(self, error: Optional[FenceError]) -> None:
+        """End the lease here: released (error None), or no longer renewed
+        after error, whose outcome is unknown."""
+        with self._mu:
+            self.error = error
+            self.done.set()
+
     def _stop_renewals(self) -> bool:
         """Stop the keepalive (a renewal in flight gives up at once), with
         _release_mu held, and report whether the lease has ended already."""
@@ -201,13 +212,9 @@ class Lease:
             except LeaseLostError:
                 pass
             except FenceError as e:
-                with self._mu:
-                    self.error = e
-                    self.done.set()
+                self._finish(e)
                 raise
-            with self._mu:
-                self.error = None
-                self.done.set()
+            self._finish(None)
 
     def transfer(self, to: Optional[str] = None) -> Transferred:
         """Stop the renewals and hand the lease to the first waiter whose
@@ -234,17 +241,13 @@ class Lease:
                 # already ended here after an earlier failure.
                 if not self.done.is_set():
                     self._stop.clear()
-                    self._thread = threading.Thread(target=self._keepalive, name="fence-lease-%s" % self.resource, daemon=True)
+                    self._thread = self._new_keepalive()
                     self._thread.start()
                 raise e
             except FenceError as e:
-                with self._mu:
-                    self.error = e
-                    self.done.set()
+                self._finish(e)
                 raise
-            with self._mu:
-                self.error = None
-                self.done.set()
+            self._finish(None)
             return succ
 
     def __enter__(self) -> "Lease":
