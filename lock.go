@@ -169,6 +169,26 @@ type Revoker interface {
 	Revoke(ctx context.Context, resource string) (RevokeResult, error)
 }
 
+// PermitAcquirer is implemented by Lockers that grant counted permits: a
+// semaphore of limit n lets at most n holders hold resource at once.
+// Implementations are safe for concurrent use.
+//
+// AcquirePermit grants holder one of the n permits of resource for ttl,
+// waiting up to wait for one to be free; waiters are served first come,
+// first served. A permit is an exclusive lease on its own slot resource,
+// SlotResource(resource, i, n), which the lease names as its Resource: renew,
+// release, revoke and fence it as any lease, with its own tokens, so that a
+// permit holder that paused past its TTL is fenced while the other permits'
+// writes go on. A holder that holds a permit of resource already gets it
+// again, as Acquire gives a lease's holder its lease. It wraps ErrBadRequest
+// for a name, TTL or limit out of range (ValidateSemaphore), and for a limit
+// other than the one the permits held or waited for now were asked with;
+// otherwise it fails as Acquire does. Acquire refuses slot resources' names:
+// a slot is taken only as a permit.
+type PermitAcquirer interface {
+	AcquirePermit(ctx context.Context, resource, holder string, limit int, ttl, wait time.Duration) (Lease, error)
+}
+
 // Transferer is implemented by Lockers whose holders can hand a lease to a
 // named successor (a handover). Implementations are safe for concurrent use.
 //

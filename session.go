@@ -56,6 +56,7 @@ type SessionOption func(*sessionConfig)
 type sessionConfig struct {
 	ttl, wait, margin time.Duration
 	holder            string
+	limit             int
 }
 
 // WithTTL sets the lease's TTL. Default: DefaultTTL.
@@ -64,6 +65,12 @@ func WithTTL(ttl time.Duration) SessionOption { return func(c *sessionConfig) { 
 // WithWait sets how long to wait for the lock if another holder has it.
 // Default: 0, fail at once with *LockHeldError.
 func WithWait(wait time.Duration) SessionOption { return func(c *sessionConfig) { c.wait = wait } }
+
+// WithLimit makes the session hold one of the n permits of a semaphore
+// rather than a lock (see PermitAcquirer, which the Locker must implement):
+// the lease's Resource is then the permit's slot resource. Default: 0, a
+// lock.
+func WithLimit(n int) SessionOption { return func(c *sessionConfig) { c.limit = n } }
 
 // WithHolder sets the holder id. Default: a new random id per session (NewHolderID).
 func WithHolder(holder string) SessionOption { return func(c *sessionConfig) { c.holder = holder } }
@@ -100,7 +107,15 @@ func NewSession(ctx context.Context, locker Locker, resource string, opts ...Ses
 		return nil, fmt.Errorf("%w: safety margin %s must be in [0, ttl %s)", ErrBadRequest, c.margin, c.ttl)
 	}
 	sent := time.Now()
-	l, err := locker.Acquire(ctx, resource, c.holder, c.ttl, c.wait)
+	var l Lease
+	var err error
+	if c.limit == 0 {
+		l, err = locker.Acquire(ctx, resource, c.holder, c.ttl, c.wait)
+	} else if pa, ok := locker.(PermitAcquirer); ok {
+		l, err = pa.AcquirePermit(ctx, resource, c.holder, c.limit, c.ttl, c.wait)
+	} else {
+		err = fmt.Errorf("%w: the Locker has no semaphores", ErrBadRequest)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +132,7 @@ func NewSession(ctx context.Context, locker Locker, resource string, opts ...Ses
 			close(s.loopDone)
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.TTL)
 			defer cancel()
-			locker.Release(rctx, resource, l.Token) // best effort: else it expires
+			locker.Release(rctx, l.Resource, l.Token) // best effort: else it expires
 			return nil, fmt.Errorf("fence: renewing a lease just acquired: %w", err)
 		}
 	}
@@ -133,7 +148,8 @@ func (s *Session) newLoop() {
 	s.stopped = false
 }
 
-// Resource returns the locked resource.
+// Resource returns the locked resource: for a permit (WithLimit), its slot
+// resource.
 func (s *Session) Resource() string { return s.lease.Resource }
 
 // Holder returns the holder id the lease was granted to.

@@ -336,6 +336,7 @@ func TestAPI(t *testing.T) {
 		{"Routing", testAPIRouting},
 		{"ValueLimits", testAPIValueLimits},
 		{"List", testAPIList},
+		{"Permits", testAPIPermits},
 	}
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {

@@ -300,8 +300,9 @@ func failovers(t *testing.T) int {
 
 // TestCluster_LeaderKill kills the leading fence server with SIGKILL under
 // load, again and again: a standby serves within the election TTL, no token
-// goes down, no acknowledged write is lost, and every unexpired lease stays
-// renewable by its holder and is granted to nobody else before it expires.
+// goes down, no acknowledged write is lost, and every unexpired lease (the
+// permits of a semaphore too) stays renewable by its holder and is granted
+// to nobody else before it expires.
 func TestCluster_LeaderKill(t *testing.T) {
 	_, store := etcdStore(t)
 	c := startCluster(t, store, 3)
@@ -321,6 +322,16 @@ func TestCluster_LeaderKill(t *testing.T) {
 		}
 		leases = append(leases, ls)
 	}
+	// And the two permits of a semaphore, each a lease on its own slot.
+	var permits []*client.Lease
+	for i := range 2 {
+		ls, err := cl.Acquire(t.Context(), "pool", fence.WithLimit(2), fence.WithTTL(8*time.Second), fence.WithHolder(fmt.Sprint("permit-holder-", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		permits = append(permits, ls)
+	}
+	held := slices.Concat(leases, permits)
 
 	var times []time.Duration
 	for round := range failovers(t) {
@@ -360,10 +371,18 @@ func TestCluster_LeaderKill(t *testing.T) {
 				t.Fatalf("round %d: another holder's acquire of %s: err=%v, want ErrLockHeld", round, ls.Resource(), err)
 			}
 		}
+		for _, ls := range permits {
+			if err := ls.Err(); err != nil {
+				t.Fatalf("round %d: permit %s lost across the failover: %v", round, ls.Resource(), err)
+			}
+		}
+		if _, err := contender.AcquirePermit(t.Context(), "pool", "thief", 2, time.Second, 0); !errors.Is(err, fence.ErrLockHeld) {
+			t.Fatalf("round %d: a third permit of two: err=%v, want ErrLockHeld", round, err)
+		}
 		// Each holder renews through the new leader before the next
 		// failover: a renewal sent after the kill moves its deadline past
 		// kill + TTL - margin.
-		for _, ls := range leases {
+		for _, ls := range held {
 			for !ls.Deadline().After(killed.Add(7 * time.Second)) {
 				if err := ls.Err(); err != nil {
 					t.Fatalf("round %d: lease %s lost after the failover: %v", round, ls.Resource(), err)
@@ -373,7 +392,7 @@ func TestCluster_LeaderKill(t *testing.T) {
 		}
 		c.start(leader) // it comes back as a standby
 	}
-	for _, ls := range leases {
+	for _, ls := range held {
 		if err := ls.Err(); err != nil {
 			t.Fatalf("lease %s lost: %v", ls.Resource(), err)
 		}

@@ -121,10 +121,18 @@ func (s *Handler) acquire(c *call) error {
 	}
 	// The request's context ends when the client goes away, which takes a
 	// waiting acquire out of the queue.
-	l, err := s.locker.Acquire(c.ownerContext(), c.resource, req.Holder, req.TTL, req.Wait)
+	var l fence.Lease
+	if req.Limit == 0 {
+		l, err = s.locker.Acquire(c.ownerContext(), c.resource, req.Holder, req.TTL, req.Wait)
+	} else if pa, ok := s.locker.(fence.PermitAcquirer); ok {
+		l, err = pa.AcquirePermit(c.ownerContext(), c.resource, req.Holder, req.Limit, req.TTL, req.Wait)
+	} else {
+		err = fmt.Errorf("%w: this server's lock service has no semaphores", fence.ErrNotFound)
+	}
 	if err != nil {
 		return err
 	}
+	// A permit's lease names its slot, the resource to renew and release.
 	c.writeJSON(wire.NewLease(c.resource, l))
 	return nil
 }
@@ -207,13 +215,15 @@ type acquireRequest struct {
 	Holder string
 	TTL    time.Duration
 	Wait   time.Duration
+	Limit  int // 0: a lock; else one of Limit permits
 }
 
-// decodeAcquire decodes {"holder", "ttl_ms", "wait_ms"}: holder required,
-// ttl_ms in 10..86400000 (default 10000), wait_ms in 0..300000 (default 0).
+// decodeAcquire decodes {"holder", "ttl_ms", "wait_ms", "limit"}: holder
+// required, ttl_ms in 10..86400000 (default 10000), wait_ms in 0..300000
+// (default 0), limit in 1..fence.MaxPermits (absent: a lock, not a permit).
 func decodeAcquire(data []byte) (acquireRequest, error) {
 	var req acquireRequest
-	ms, err := decodeObject("acquire", data, "holder", "ttl_ms", "wait_ms")
+	ms, err := decodeObject("acquire", data, "holder", "ttl_ms", "wait_ms", "limit")
 	if err != nil {
 		return req, err
 	}
@@ -232,6 +242,13 @@ func decodeAcquire(data []byte) (acquireRequest, error) {
 	}
 	if req.Wait, err = millis("wait_ms", get(ms, "wait_ms"), 0, maxWaitMS, 0); err != nil {
 		return req, err
+	}
+	if v := get(ms, "limit"); v != nil {
+		n, ok := integer(v, 1, fence.MaxPermits)
+		if !ok {
+			return req, badRequest("limit must be an integer in 1..%d, not %s", fence.MaxPermits, clip(v))
+		}
+		req.Limit = int(n)
 	}
 	return req, nil
 }

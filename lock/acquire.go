@@ -73,6 +73,25 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 // await waits for a queued acquire to be granted, its wait to end, or its
 // caller to go away; the last two take it out of the queue.
 func (s *Service) await(ctx context.Context, resource string, e *entry, w *waiter, wait time.Duration) (fence.Lease, error) {
+	return awaitWaiter(ctx, resource, w, wait, func(cause error) (left bool, err error) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if !e.queue.remove(w) {
+			return false, nil
+		}
+		if cause != nil {
+			return true, nil
+		}
+		return true, s.heldErrorLocked(resource, e, s.now())
+	})
+}
+
+// awaitWaiter waits for w's answer, the end of its wait, or its caller to
+// go away. In the last two cases it calls leave with the caller's error (nil
+// if the wait ran out), which takes w out of its queue and reports whether w
+// was still there, and the error of a wait that ran out; if w was not, its
+// answer is sent already.
+func awaitWaiter(ctx context.Context, resource string, w *waiter, wait time.Duration, leave func(cause error) (left bool, timedOut error)) (fence.Lease, error) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	var cause error
@@ -83,18 +102,12 @@ func (s *Service) await(ctx context.Context, resource string, e *entry, w *waite
 		cause = ctx.Err()
 	case <-timer.C:
 	}
-	e.mu.Lock()
-	if dequeueLocked(e, w) {
-		var err error
+	if left, timedOut := leave(cause); left {
 		if cause != nil {
-			err = fmt.Errorf("lock: acquire %q: %w", resource, cause)
-		} else {
-			err = s.heldErrorLocked(resource, e, s.now())
+			return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, cause)
 		}
-		e.mu.Unlock()
-		return fence.Lease{}, err
+		return fence.Lease{}, timedOut
 	}
-	e.mu.Unlock()
 	// The hand-off took w out of the queue before we could: its result is sent.
 	r := <-w.resultC
 	if r.err == nil && cause != nil {
@@ -105,17 +118,6 @@ func (s *Service) await(ctx context.Context, resource string, e *entry, w *waite
 		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, cause)
 	}
 	return r.lease, r.err
-}
-
-func dequeueLocked(e *entry, w *waiter) bool {
-	for i, q := range e.queue {
-		if q == w {
-			e.queue = append(e.queue[:i], e.queue[i+1:]...)
-			waiters.Dec()
-			return true
-		}
-	}
-	return false
 }
 
 // grantLocked issues the next token to holder, for owner; the ledger raises
@@ -196,6 +198,14 @@ func validateAcquire(resource, holder string, ttl, wait time.Duration) error {
 	if err := fence.ValidateResource(resource); err != nil {
 		return err
 	}
+	if base, _, n, ok := fence.ParseSlot(resource); ok {
+		return fmt.Errorf("%w: %q is the slot of a permit of semaphore %q: acquire %q with limit %d instead", fence.ErrBadRequest, resource, base, base, n)
+	}
+	return validateHold(holder, ttl, wait)
+}
+
+// validateHold checks the holder, TTL and wait of an acquire.
+func validateHold(holder string, ttl, wait time.Duration) error {
 	if err := fence.ValidateHolder(holder); err != nil {
 		return err
 	}

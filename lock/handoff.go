@@ -45,11 +45,11 @@ func (s *Service) handOffLocked(resource string, e *entry, ended change) {
 		if s.delayedLocked(e, s.now()) {
 			return // the delay's timer hands off when it ends
 		}
-		w := s.firstWaiterLocked(resource, e)
+		w := e.queue.first(resource)
 		if w == nil {
 			return
 		}
-		popLocked(e)
+		e.queue.pop()
 		l, err := s.grantLocked(s.ctx, resource, e, w.holder, w.owner, w.ttl)
 		if err != nil {
 			w.resultC <- result{err: err}
@@ -58,7 +58,7 @@ func (s *Service) handOffLocked(resource string, e *entry, ended change) {
 			}
 			continue
 		}
-		if !s.serveLocked(resource, e, w, l) {
+		if !s.serve(resource, &e.queue, w, l) {
 			return
 		}
 		ended = changeAbandoned
@@ -72,7 +72,7 @@ func (s *Service) handOffLocked(resource string, e *entry, ended change) {
 // still held, and the waiter still first in the queue. It reports whether the
 // new grant was abandoned: all its requests had gone when it was recorded.
 func (s *Service) passLocked(ctx context.Context, resource string, e *entry, c change) (abandoned bool, err error) {
-	return s.passToLocked(ctx, resource, e, c, s.firstWaiterLocked(resource, e))
+	return s.passToLocked(ctx, resource, e, c, e.queue.first(resource))
 }
 
 // passToLocked is passLocked with the waiter chosen: w, first in the queue,
@@ -97,66 +97,82 @@ func (s *Service) passToLocked(ctx context.Context, resource string, e *entry, c
 	}
 	clearLeaseLocked(e)
 	s.record(c, old, lastFence)
-	popLocked(e)
+	e.queue.pop()
 	l, err := s.grantedLocked(e, fence.Lease{Resource: resource, Holder: w.holder, Owner: w.owner, Token: token, TTL: w.ttl, Expires: expires}, lastFence)
 	if err != nil {
 		// Recorded but not signed: w learns why, and the lease runs out its TTL.
 		w.resultC <- result{err: err}
 		return false, nil
 	}
-	return s.serveLocked(resource, e, w, l), nil
+	return s.serve(resource, &e.queue, w, l), nil
 }
 
-// firstWaiterLocked answers and drops the waiters at the head of the queue
-// whose callers have gone, and returns the first one still waiting, left at
-// the head; nil if there is none.
-func (s *Service) firstWaiterLocked(resource string, e *entry) *waiter {
-	for len(e.queue) > 0 {
-		w := e.queue[0]
+// waiterQueue is the acquires waiting for a resource, or for a permit of a
+// semaphore: first come, first served.
+type waiterQueue []*waiter
+
+// first answers and drops the waiters at the head of the queue whose callers
+// have gone, and returns the first one still waiting, left at the head; nil
+// if there is none.
+func (q *waiterQueue) first(resource string) *waiter {
+	for len(*q) > 0 {
+		w := (*q)[0]
 		err := w.ctx.Err()
 		if err == nil {
 			return w
 		}
-		popLocked(e)
+		q.pop()
 		w.resultC <- result{err: fmt.Errorf("lock: acquire %q: %w", resource, err)}
 	}
 	return nil
 }
 
-// popLocked takes the first waiter out of the queue.
-func popLocked(e *entry) {
-	e.queue = e.queue[1:]
+// pop takes the first waiter out of the queue.
+func (q *waiterQueue) pop() {
+	*q = (*q)[1:]
 	waiters.Dec()
 }
 
-// serveLocked answers w, taken out of the queue, and the later waiters of the
-// same holder that may use l (see owns) with l, and reports whether all of
-// them had gone: then nobody holds l, and the caller ends it at once. The
-// later waiters of the same holder but another owner get fence.ErrForbidden,
-// as an acquire arriving now would: they must not share another principal's
+// remove takes w out of the queue and reports whether it was there.
+func (q *waiterQueue) remove(w *waiter) bool {
+	for i, x := range *q {
+		if x == w {
+			*q = append((*q)[:i], (*q)[i+1:]...)
+			waiters.Dec()
+			return true
+		}
+	}
+	return false
+}
+
+// serve answers w, taken out of q, and the later waiters in q of the same
+// holder that may use l (see owns) with l, and reports whether all of them
+// had gone: then nobody holds l, and the caller ends it at once. The later
+// waiters of the same holder but another owner get fence.ErrForbidden, as an
+// acquire arriving now would: they must not share another principal's
 // lease.
-func (s *Service) serveLocked(resource string, e *entry, w *waiter, l fence.Lease) (abandoned bool) {
+func (s *Service) serve(resource string, q *waiterQueue, w *waiter, l fence.Lease) (abandoned bool) {
 	served := []*waiter{w}
-	rest := e.queue[:0]
-	for _, q := range e.queue {
+	rest := (*q)[:0]
+	for _, x := range *q {
 		switch {
-		case q.holder != w.holder:
-			rest = append(rest, q)
-		case owns(l, q.owner):
-			served = append(served, q)
+		case x.holder != w.holder:
+			rest = append(rest, x)
+		case owns(l, x.owner):
+			served = append(served, x)
 			waiters.Dec()
 		default:
 			waiters.Dec()
-			q.resultC <- result{err: s.forbidden("acquire", resource, l, q.owner)}
+			x.resultC <- result{err: s.forbidden("acquire", resource, l, x.owner)}
 		}
 	}
-	e.queue = rest
+	*q = rest
 	abandoned = true
-	for _, q := range served {
-		if err := q.ctx.Err(); err != nil {
-			q.resultC <- result{err: fmt.Errorf("lock: acquire %q: %w", resource, err)}
+	for _, x := range served {
+		if err := x.ctx.Err(); err != nil {
+			x.resultC <- result{err: fmt.Errorf("lock: acquire %q: %w", resource, err)}
 		} else {
-			q.resultC <- result{lease: l}
+			x.resultC <- result{lease: l}
 			abandoned = false
 		}
 	}

@@ -49,7 +49,7 @@ var (
 )
 
 func init() {
-	for _, reason := range []string{"lock_held", "lease_lost", "forbidden", "no_successor"} {
+	for _, reason := range []string{"lock_held", "lease_lost", "forbidden", "no_successor", "limit_mismatch"} {
 		rejectionsTotal.WithLabelValues(reason)
 	}
 }

@@ -64,6 +64,8 @@ type Service struct {
 
 	mu        sync.Mutex // guards resources and entry.refs; taken before an entry's mu, never after
 	resources map[string]*entry
+	semsMu    sync.Mutex            // guards sems; taken alone
+	sems      map[string]*semaphore // the semaphores with permits held or waited for (semaphore.go)
 	closed    atomic.Bool
 	closeOnce sync.Once
 	wg        sync.WaitGroup // one count per reference to an entry (a call in flight)
@@ -91,7 +93,7 @@ type entry struct {
 	lease   *fence.Lease
 	granted time.Time   // when lease was granted; zero for a restored lease, whose grant time is unknown
 	timer   *time.Timer // fires at lease.Expires
-	queue   []*waiter   // first come, first served; empty while the resource is free, except during a lock-delay
+	queue   waiterQueue // empty while the resource is free, except during a lock-delay
 
 	delayUntil time.Time   // while lease == nil: no grant before it (lock-delay); zero if none
 	delayTimer *time.Timer // fires at delayUntil
@@ -113,7 +115,7 @@ type result struct {
 // NewService returns a lock service that records its grants in ledger. Call
 // Open before use.
 func NewService(ledger fence.Ledger) *Service {
-	return &Service{ledger: ledger, Logger: slog.Default(), resources: make(map[string]*entry)}
+	return &Service{ledger: ledger, Logger: slog.Default(), resources: make(map[string]*entry), sems: make(map[string]*semaphore)}
 }
 
 // Open restores the leases and lock-delays recorded in the ledger and starts
@@ -150,6 +152,7 @@ func (s *Service) Open(ctx context.Context) error {
 		s.setLeaseLocked(e, l)
 		leasesHeld.Inc()
 		s.record(changeRestored, l, l.Token)
+		s.restorePermit(l)
 	}
 	for _, d := range delays {
 		e := &entry{}
@@ -187,6 +190,7 @@ func (s *Service) Close() error {
 			e.queue = nil
 			e.mu.Unlock()
 		}
+		s.closeSemaphores()
 		s.wg.Wait()
 		if s.cancel != nil {
 			s.cancel()
@@ -245,7 +249,18 @@ func (s *Service) leave(resource string, e *entry) {
 	s.unref(resource, e)
 }
 
+// unref counts the caller out of the resource's entry (see ref), which it
+// forgets once nothing holds, waits for or refers to it. A permit's slot
+// that becomes free serves its semaphore's queue (see permitsFreed).
 func (s *Service) unref(resource string, e *entry) {
+	if s.unrefQuiet(resource, e) {
+		s.permitsFreed(resource)
+	}
+}
+
+// unrefQuiet is unref without serving a semaphore; it reports whether the
+// entry was forgotten.
+func (s *Service) unrefQuiet(resource string, e *entry) (forgotten bool) {
 	s.mu.Lock()
 	e.refs--
 	if e.refs == 0 {
@@ -253,14 +268,15 @@ func (s *Service) unref(resource string, e *entry) {
 		// never waits for a ledger write while holding s.mu.
 		e.mu.Lock()
 		// An entry in its lock-delay stays: it is what keeps the resource unavailable.
-		free := e.lease == nil && len(e.queue) == 0 && e.delayUntil.IsZero()
+		forgotten = e.lease == nil && len(e.queue) == 0 && e.delayUntil.IsZero()
 		e.mu.Unlock()
-		if free {
+		if forgotten {
 			delete(s.resources, resource)
 		}
 	}
 	s.mu.Unlock()
 	s.wg.Done()
+	return forgotten
 }
 
 // Status implements fence.Locker.

@@ -73,7 +73,7 @@ func (s *Service) Transfer(ctx context.Context, resource string, token fence.Tok
 // if to is ""), moved to the head of the queue, and the place it had; nil
 // if there is none.
 func (s *Service) successorLocked(resource string, e *entry, to string) (*waiter, int) {
-	first := s.firstWaiterLocked(resource, e)
+	first := e.queue.first(resource)
 	if first == nil || to == "" || first.holder == to {
 		return first, 0
 	}

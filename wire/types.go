@@ -31,10 +31,12 @@ type Health struct {
 }
 
 // AcquireRequest is the body of POST /v1/locks/{resource}/acquire.
+// Limit, if not 0, asks for one of the Limit permits of a semaphore.
 type AcquireRequest struct {
 	Holder string `json:"holder"`
 	TTLMS  int64  `json:"ttl_ms"`
 	WaitMS int64  `json:"wait_ms"`
+	Limit  int    `json:"limit,omitempty"`
 }
 
 // RenewRequest is the body of POST /v1/locks/{resource}/renew. TTLMS 0 keeps

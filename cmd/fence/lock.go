@@ -15,7 +15,7 @@ import (
 	"github.com/fence-lock/fence/client"
 )
 
-const lockSynopsis = `fence lock RESOURCE [--ttl 10s] [--wait D] [--holder ID] [--handover] [--kill-grace 5s] [--conflict-exit-code 3] [--quiet] -- CMD [ARGS...]
+const lockSynopsis = `fence lock RESOURCE [--ttl 10s] [--wait D] [--holder ID] [--limit N | --handover] [--kill-grace 5s] [--conflict-exit-code 3] [--quiet] -- CMD [ARGS...]
 
 Acquires the lock on RESOURCE and runs CMD in its own process group, with
 FENCE_TOKEN, FENCE_RESOURCE, FENCE_HOLDER and FENCE_ADDR in its environment
@@ -41,6 +41,14 @@ then has --kill-grace to exit before its process group gets SIGKILL. If
 nobody waits, the SIGTERM reaches CMD as without --handover, and the lock is
 released when CMD exits.
 
+With --limit N, RESOURCE is a semaphore: fence lock holds one of its N
+permits, so that at most N commands run at once (waiters are served first
+come, first served). Each permit is a lease on its own slot resource,
+RESOURCE/permit-I-of-N, which FENCE_RESOURCE names and FENCE_TOKEN fences: a
+command that paused past its TTL is fenced while the other permits' commands
+write on. Every fence lock on RESOURCE must give the same N while any permit
+is held; another N is refused.
+
 If another holder has the lock for all of --wait, fence lock exits with
 --conflict-exit-code (default 3) and says so on stderr, unless --quiet: from
 cron, --quiet makes a run that found the lock taken send no mail.`
@@ -50,6 +58,8 @@ const lockExamples = `  fence lock nightly-report -- ./make-report.sh --full
   # crontab: one run at a time across all machines, each write fenced; a run
   # that finds the lock taken exits 0 and prints nothing
   */5 * * * * fence lock --addr fence:7700 --quiet --conflict-exit-code 0 billing -- /usr/local/bin/bill
+  # at most 4 encoders at once across the fleet, each one's writes fenced on its own
+  fence lock encoders --limit 4 --wait 10m -- sh -c 'fence put "$FENCE_RESOURCE" job "$JOB"'
   # one active worker; a rolling restart hands over with no gap
   fence lock scheduler --wait 5m --handover -- ./scheduler
 `
@@ -71,6 +81,7 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		conflictCode int
 		quiet        bool
 		handover     bool
+		limit        int
 	)
 	fs := newFlagSet("lock", lockSynopsis, lockExamples, std.out)
 	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "base `URL` of the fence server (host:port means http://host:port), or of a cluster's servers separated by commas (the lease fails over between them)")
@@ -83,6 +94,7 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&conflictCode, "conflict-exit-code", exitNotHeld, "exit `code` (0-255) when another holder has the lock for all of --wait")
 	fs.BoolVar(&quiet, "quiet", false, "print nothing when another holder has the lock (cron mails what a job prints)")
 	fs.BoolVar(&handover, "handover", false, "on SIGTERM, hand the lease to the next waiter before the command gets the signal")
+	fs.IntVar(&limit, "limit", 0, fmt.Sprintf("hold one of `N` (1-%d) permits of the semaphore RESOURCE rather than its lock (0: the lock)", fence.MaxPermits))
 	positional, command, dashdash, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -96,6 +108,10 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		return &usageError{fmt.Errorf("lock: --kill-grace must not be negative, not %s", killGrace)}
 	case conflictCode < 0 || conflictCode > 255:
 		return &usageError{fmt.Errorf("lock: --conflict-exit-code %d: want 0 to 255", conflictCode)}
+	case limit < 0 || limit > fence.MaxPermits:
+		return &usageError{fmt.Errorf("lock: --limit %d: want 1 to %d (0, the default: the lock)", limit, fence.MaxPermits)}
+	case limit > 0 && handover:
+		return &usageError{errors.New("lock: --handover hands over a lock, not a permit: drop --limit or --handover")}
 	}
 	resource := positional[0]
 	if cfg.Addr, err = cleanAddr(cfg.Addr); err != nil {
@@ -137,6 +153,9 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 	if holder != "" {
 		opts = append(opts, fence.WithHolder(holder))
 	}
+	if limit > 0 {
+		opts = append(opts, fence.WithLimit(limit))
+	}
 	lease, err := c.Acquire(ctx, resource, opts...)
 	if err != nil {
 		if !errors.Is(err, fence.ErrLockHeld) {
@@ -159,6 +178,8 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		}
 	}
 
+	// From here on, RESOURCE is what the lease holds: a permit's slot.
+	resource = lease.Resource()
 	env = append(env,
 		"FENCE_TOKEN="+lease.Token().String(),
 		"FENCE_RESOURCE="+resource,

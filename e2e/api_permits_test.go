@@ -1,0 +1,43 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// testAPIPermits takes the permits of a semaphore through the API: each is a
+// lease on its own slot resource, which storage fences on its own: the
+// permit that ended is fenced while the other permit's writes go on.
+func testAPIPermits(t *testing.T, newService newServiceFunc) {
+	url, _ := newService(t)
+	permit := func(holder string, limit int) map[string]any {
+		t.Helper()
+		r := apiDo(t, "POST", url+"/v1/locks/pool/acquire", fmt.Appendf(nil, `{"holder":%q,"ttl_ms":60000,"limit":%d}`, holder, limit), nil)
+		return apiOK(t, r, map[string]any{"resource": apiText, "holder": holder, "token": apiPosInt, "ttl_ms": 60000, "expires_at": apiExpiresIn(time.Minute)})
+	}
+	a, b := permit("a", 2), permit("b", 2)
+	if a["resource"] != "pool/permit-1-of-2" || b["resource"] != "pool/permit-2-of-2" {
+		t.Fatalf("permits on %v and %v, want pool/permit-1-of-2 and pool/permit-2-of-2", a["resource"], b["resource"])
+	}
+	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/pool/acquire", []byte(`{"holder":"c","limit":2}`), nil), http.StatusConflict, "lock_held",
+		map[string]any{"resource": "pool", "retry_after_ms": apiAnyInt})
+	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/pool/acquire", []byte(`{"holder":"c","limit":5}`), nil), http.StatusBadRequest, "bad_request", nil)
+	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/pool%2Fpermit-1-of-2/acquire", []byte(`{"holder":"c"}`), nil), http.StatusBadRequest, "bad_request", nil)
+
+	aTok, _ := apiUint(a["token"])
+	bTok, _ := apiUint(b["token"])
+	slot1, slot2 := "pool%2Fpermit-1-of-2", "pool%2Fpermit-2-of-2"
+	apiPut(t, url, slot1, "k", []byte("a"), apiTok(aTok))
+	apiRelease(t, url, slot1, aTok)
+	c := permit("c", 2)
+	cTok, _ := apiUint(c["token"])
+	if c["resource"] != "pool/permit-1-of-2" || cTok <= aTok {
+		t.Fatalf("c got %v after a released, want slot 1 with a token above %d", c, aTok)
+	}
+	apiProblem(t, apiDo(t, "PUT", url+"/v1/kv/"+slot1+"/k", []byte("stale"), apiTok(aTok)), http.StatusConflict, "fenced",
+		map[string]any{"resource": "pool/permit-1-of-2", "presented": aTok, "last_fence": cTok})
+	apiPut(t, url, slot2, "k", []byte("b"), apiTok(bTok))
+	apiPut(t, url, slot1, "k", []byte("c"), apiTok(cTok))
+}
