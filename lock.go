@@ -105,6 +105,11 @@ type Ledger interface {
 	// next token (one more than the last issued), raises the resource's last
 	// fence to it in the same atomic step, and returns the token.
 	Grant(ctx context.Context, resource, holder string, ttl time.Duration, expires time.Time) (Token, error)
+	// GrantAll grants every one of resources (distinct names) to holder as
+	// Grant does, owned by OwnerOf(ctx), in one atomic, durable change: all
+	// of them or, on any error, none. It returns their tokens in the order
+	// of resources.
+	GrantAll(ctx context.Context, resources []string, holder string, ttl time.Duration, expires time.Time) ([]Token, error)
 	// Refresh records a new TTL and expiry for the lease with token and returns
 	// the resource's last fence. It returns *LeaseLostError if token is not the
 	// recorded lease.
@@ -187,6 +192,26 @@ type Revoker interface {
 // a slot is taken only as a permit.
 type PermitAcquirer interface {
 	AcquirePermit(ctx context.Context, resource, holder string, limit int, ttl, wait time.Duration) (Lease, error)
+}
+
+// MaxMultiAcquire is the most resources one MultiAcquirer.AcquireAll takes.
+const MaxMultiAcquire = 100
+
+// MultiAcquirer is implemented by Lockers that grant several resources at
+// once. Implementations are safe for concurrent use.
+//
+// AcquireAll grants every one of resources (1..MaxMultiAcquire distinct
+// names) to holder for ttl, all in one durable change or none: an acquire
+// refused, timed out or failed holds none of them afterwards (a resource the
+// holder held already, by itself, it keeps). It waits up to wait in all for
+// them, in each resource's queue in turn; concurrent AcquireAll calls never
+// deadlock. Each lease has its own token, one more than its resource's last,
+// and they are returned in the order of resources. A holder that holds all
+// of them gets them again with their TTLs refreshed, as with Acquire. It
+// returns *LockHeldError naming a resource it could not get, and otherwise
+// fails as Acquire does.
+type MultiAcquirer interface {
+	AcquireAll(ctx context.Context, resources []string, holder string, ttl, wait time.Duration) ([]Lease, error)
 }
 
 // Transferer is implemented by Lockers whose holders can hand a lease to a

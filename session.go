@@ -93,6 +93,65 @@ func NewHolderID() string {
 // Release or loss. ctx bounds the acquire only; the session's own Context
 // keeps ctx's values but not its cancellation.
 func NewSession(ctx context.Context, locker Locker, resource string, opts ...SessionOption) (*Session, error) {
+	c, err := newSessionConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	sent := time.Now()
+	var l Lease
+	if c.limit == 0 {
+		l, err = locker.Acquire(ctx, resource, c.holder, c.ttl, c.wait)
+	} else if pa, ok := locker.(PermitAcquirer); ok {
+		l, err = pa.AcquirePermit(ctx, resource, c.holder, c.limit, c.ttl, c.wait)
+	} else {
+		err = fmt.Errorf("%w: the Locker has no semaphores", ErrBadRequest)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return startSession(ctx, locker, l, c, sent)
+}
+
+// NewSessions acquires every one of resources through locker, which must be
+// a MultiAcquirer, all at once or none (see MultiAcquirer.AcquireAll), and
+// keeps each lease alive in a session of its own, in the order of
+// resources. WithLimit does not apply. If a session cannot start, the
+// others are released and it returns the error.
+func NewSessions(ctx context.Context, locker Locker, resources []string, opts ...SessionOption) ([]*Session, error) {
+	c, err := newSessionConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	ma, ok := locker.(MultiAcquirer)
+	if !ok || c.limit != 0 {
+		return nil, fmt.Errorf("%w: the Locker cannot acquire several resources at once (or a limit was given)", ErrBadRequest)
+	}
+	sent := time.Now()
+	ls, err := ma.AcquireAll(ctx, resources, c.holder, c.ttl, c.wait)
+	if err != nil {
+		return nil, err
+	}
+	sessions := make([]*Session, 0, len(ls))
+	for i, l := range ls {
+		s, err := startSession(ctx, locker, l, c, sent)
+		if err != nil {
+			for _, started := range sessions {
+				started.Release(context.WithoutCancel(ctx))
+			}
+			for _, rest := range ls[i+1:] {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rest.TTL)
+				locker.Release(rctx, rest.Resource, rest.Token) // best effort: else it expires
+				cancel()
+			}
+			return nil, err
+		}
+		sessions = append(sessions, s)
+	}
+	return sessions, nil
+}
+
+// newSessionConfig applies opts to the defaults and checks the result.
+func newSessionConfig(opts []SessionOption) (sessionConfig, error) {
 	c := sessionConfig{ttl: DefaultTTL}
 	for _, o := range opts {
 		o(&c)
@@ -104,21 +163,13 @@ func NewSession(ctx context.Context, locker Locker, resource string, opts ...Ses
 		c.margin = c.ttl / 10
 	}
 	if c.margin < 0 || c.margin >= c.ttl {
-		return nil, fmt.Errorf("%w: safety margin %s must be in [0, ttl %s)", ErrBadRequest, c.margin, c.ttl)
+		return c, fmt.Errorf("%w: safety margin %s must be in [0, ttl %s)", ErrBadRequest, c.margin, c.ttl)
 	}
-	sent := time.Now()
-	var l Lease
-	var err error
-	if c.limit == 0 {
-		l, err = locker.Acquire(ctx, resource, c.holder, c.ttl, c.wait)
-	} else if pa, ok := locker.(PermitAcquirer); ok {
-		l, err = pa.AcquirePermit(ctx, resource, c.holder, c.limit, c.ttl, c.wait)
-	} else {
-		err = fmt.Errorf("%w: the Locker has no semaphores", ErrBadRequest)
-	}
-	if err != nil {
-		return nil, err
-	}
+	return c, nil
+}
+
+// startSession keeps l, granted by a request sent at sent, alive.
+func startSession(ctx context.Context, locker Locker, l Lease, c sessionConfig, sent time.Time) (*Session, error) {
 	s := &Session{locker: locker, lease: l, margin: c.margin}
 	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.newLoop()

@@ -506,32 +506,6 @@ func withSequencer(ctx context.Context, h http.Header) http.Header {
 	return h
 }
 
-// Acquire implements fence.Locker. ttl is rounded to whole milliseconds.
-func (c *API) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
-	body := jsonBody(struct {
-		Holder string `json:"holder"`
-		TTLMS  int64  `json:"ttl_ms"`
-		WaitMS int64  `json:"wait_ms"`
-	}{holder, ttl.Milliseconds(), wait.Milliseconds()})
-	var lr wire.Lease
-	if err := c.doJSON(ctx, send(wire.OpAcquireLock, resource, "", request{body: body, retryable: true}), &lr); err != nil {
-		return fence.Lease{}, err
-	}
-	return lr.Decode()
-}
-
-// AcquirePermit implements fence.PermitAcquirer: POST
-// /v1/locks/{resource}/acquire with a limit. The lease names the permit's
-// slot resource, which Renew and Release take.
-func (c *API) AcquirePermit(ctx context.Context, resource, holder string, limit int, ttl, wait time.Duration) (fence.Lease, error) {
-	body := jsonBody(wire.AcquireRequest{Holder: holder, TTLMS: ttl.Milliseconds(), WaitMS: wait.Milliseconds(), Limit: limit})
-	var lr wire.Lease
-	if err := c.doJSON(ctx, send(wire.OpAcquireLock, resource, "", request{body: body, retryable: true}), &lr); err != nil {
-		return fence.Lease{}, err
-	}
-	return lr.Decode()
-}
-
 // Renew implements fence.Locker.
 func (c *API) Renew(ctx context.Context, resource string, token fence.Token, ttl time.Duration) (fence.Lease, error) {
 	var body []byte

@@ -78,6 +78,22 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts ...fence.Ses
 	return &Lease{Session: s, store: c.api}, nil
 }
 
+// AcquireAll acquires every one of resources at once, all or none, and
+// returns a lease per resource, in their order, each renewing itself until
+// Release or loss. It returns *fence.LockHeldError, naming a resource that
+// another holder kept for all of fence.WithWait, and then holds none.
+func (c *Client) AcquireAll(ctx context.Context, resources []string, opts ...fence.SessionOption) ([]*Lease, error) {
+	ss, err := fence.NewSessions(ctx, c.api, resources, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("client: acquire %q: %w", resources, err)
+	}
+	ls := make([]*Lease, len(ss))
+	for i, s := range ss {
+		ls[i] = &Lease{Session: s, store: c.api}
+	}
+	return ls, nil
+}
+
 // WithLock runs fn under a lease on resource and releases it after. fn's ctx
 // is cancelled as soon as the lease is lost. It returns fn's error; if fn
 // succeeded but the lease was lost while it ran, the loss (so that the caller

@@ -337,6 +337,7 @@ func TestAPI(t *testing.T) {
 		{"ValueLimits", testAPIValueLimits},
 		{"List", testAPIList},
 		{"Permits", testAPIPermits},
+		{"AcquireAll", testAPIAcquireAll},
 	}
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {

@@ -24,6 +24,7 @@ func TestLedger(t *testing.T, open func(t *testing.T) Backend) {
 	t.Run("Refresh", func(t *testing.T) { testRefresh(t, open) })
 	t.Run("End", func(t *testing.T) { testEnd(t, open) })
 	t.Run("Handoff", func(t *testing.T) { testHandoff(t, open) })
+	t.Run("GrantAll", func(t *testing.T) { testGrantAll(t, open) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, open) })
 	t.Run("Delays", func(t *testing.T) { testDelays(t, open) })
 	t.Run("Owner", func(t *testing.T) { testOwner(t, open) })

@@ -54,9 +54,50 @@ func FuzzDecodeAcquire(f *testing.F) {
 		if req.Wait < 0 || req.Wait > fence.MaxWait || req.Wait%time.Millisecond != 0 {
 			t.Fatalf("accepted wait %s", req.Wait)
 		}
+		if req.Limit < 0 || req.Limit > fence.MaxPermits {
+			t.Fatalf("accepted limit %d", req.Limit)
+		}
 		// Re-encoded canonically, it decodes to the same request.
-		b, _ := json.Marshal(map[string]any{"holder": req.Holder, "ttl_ms": req.TTL.Milliseconds(), "wait_ms": req.Wait.Milliseconds()})
+		m := map[string]any{"holder": req.Holder, "ttl_ms": req.TTL.Milliseconds(), "wait_ms": req.Wait.Milliseconds()}
+		if req.Limit != 0 {
+			m["limit"] = req.Limit
+		}
+		b, _ := json.Marshal(m)
 		if again, err := decodeAcquire(b); err != nil || again != req {
+			t.Fatalf("round trip of %s: %+v, %v", b, again, err)
+		}
+	})
+}
+
+func FuzzDecodeAcquireAll(f *testing.F) {
+	for _, s := range []string{
+		`{"resources":["a","b"],"holder":"w","ttl_ms":10000,"wait_ms":0}`, `{"resources":["a"],"holder":"w"}`,
+		`{"resources":["a","a"],"holder":"w"}`, `{"resources":[],"holder":"w"}`, `{"resources":"a","holder":"w"}`,
+		`{"resources":["a",1],"holder":"w"}`, `{"resources":["\ud800"],"holder":"w"}`, `{"resources":["a"],"holder":"w","limit":2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req, err := decodeAcquireAll(data)
+		if err != nil {
+			checkKinds(t, err, fence.ErrBadRequest, fence.ErrTooLarge)
+			return
+		}
+		if len(req.Resources) == 0 || len(req.Resources) > fence.MaxMultiAcquire || req.Limit != 0 {
+			t.Fatalf("accepted %d resources, limit %d", len(req.Resources), req.Limit)
+		}
+		seen := map[string]bool{}
+		for _, r := range req.Resources {
+			if err := fence.ValidateResource(r); err != nil || seen[r] {
+				t.Fatalf("accepted resource %q (twice: %v): %v", r, seen[r], err)
+			}
+			seen[r] = true
+		}
+		if err := fence.ValidateHolder(req.Holder); err != nil {
+			t.Fatalf("accepted holder %q: %v", req.Holder, err)
+		}
+		b, _ := json.Marshal(map[string]any{"resources": req.Resources, "holder": req.Holder, "ttl_ms": req.TTL.Milliseconds(), "wait_ms": req.Wait.Milliseconds()})
+		if again, err := decodeAcquireAll(b); err != nil || !slices.Equal(again.Resources, req.Resources) || again.acquireRequest != req.acquireRequest {
 			t.Fatalf("round trip of %s: %+v, %v", b, again, err)
 		}
 	})

@@ -9,10 +9,11 @@ import (
 	"github.com/fence-lock/fence/wire"
 )
 
-// lockHandlers binds the lock operations: status, listing, acquire, renew,
-// release, transfer and revoke.
+// lockHandlers binds the lock operations: status, listing, acquire (of one
+// resource or several), renew, release, transfer and revoke.
 var lockHandlers = handlerSet{
 	wire.OpListLocks:    {serve: (*Handler).listLocks},
+	wire.OpAcquireLocks: {body: maxAcquireAllBody, serve: (*Handler).acquireAll},
 	wire.OpGetLock:      {serve: (*Handler).lockStatus},
 	wire.OpAcquireLock:  {body: maxJSONBody, serve: (*Handler).acquire},
 	wire.OpRenewLock:    {body: maxJSONBody, serve: (*Handler).renew},
@@ -23,6 +24,10 @@ var lockHandlers = handlerSet{
 
 // maxJSONBody is the largest body of a lock request.
 const maxJSONBody = 64 << 10
+
+// maxAcquireAllBody is the largest body of a multi-acquire: room for
+// fence.MaxMultiAcquire of the longest names, written with escapes.
+const maxAcquireAllBody = 512 << 10
 
 // TTL and wait limits in the API's milliseconds.
 const (
@@ -103,22 +108,32 @@ func (s *Handler) listLocks(c *call) error {
 	return nil
 }
 
+// takeWaitSlot counts a waiting acquire against the bounds on waiters (per
+// client and in all) and returns the wait it may have, and what to call when
+// it is over: past a bound, 0, so that it tries once (granted if free, else
+// lock_held now).
+func (s *Handler) takeWaitSlot(c *call, wait time.Duration) (time.Duration, func()) {
+	if wait <= 0 {
+		return wait, func() {}
+	}
+	key := clientSlotKey(c)
+	if !s.waiting.take(key, perClient(c, s.WaitersPerClient), s.Waiters) {
+		waitsRefused.Inc()
+		return 0, func() {}
+	}
+	c.extendWriteDeadline(wait)
+	return wait, func() { s.waiting.give(key) }
+}
+
 func (s *Handler) acquire(c *call) error {
 	req, err := decodeAcquire(c.body)
 	c.holder = req.Holder
 	if err != nil {
 		return err
 	}
-	if req.Wait > 0 {
-		key := clientSlotKey(c)
-		if s.waiting.take(key, perClient(c, s.WaitersPerClient), s.Waiters) {
-			defer s.waiting.give(key)
-			c.extendWriteDeadline(req.Wait)
-		} else {
-			waitsRefused.Inc()
-			req.Wait = 0 // try once: granted if free, else lock_held now
-		}
-	}
+	var done func()
+	req.Wait, done = s.takeWaitSlot(c, req.Wait)
+	defer done()
 	// The request's context ends when the client goes away, which takes a
 	// waiting acquire out of the queue.
 	var l fence.Lease
@@ -134,6 +149,39 @@ func (s *Handler) acquire(c *call) error {
 	}
 	// A permit's lease names its slot, the resource to renew and release.
 	c.writeJSON(wire.NewLease(c.resource, l))
+	return nil
+}
+
+// acquireAll answers POST /v1/locks, an addition to API.md: it grants
+// every resource of the body to its holder in one change, or none. The
+// caller needs lock on each; a waiting one counts as one waiter.
+func (s *Handler) acquireAll(c *call) error {
+	req, err := decodeAcquireAll(c.body)
+	c.holder = req.Holder
+	if err != nil {
+		return err
+	}
+	for _, r := range req.Resources {
+		if err := c.allowed(wire.PermLock, r); err != nil {
+			return err
+		}
+	}
+	ma, ok := s.locker.(fence.MultiAcquirer)
+	if !ok {
+		return fmt.Errorf("%w: this server's lock service cannot acquire several resources at once", fence.ErrNotFound)
+	}
+	var done func()
+	req.Wait, done = s.takeWaitSlot(c, req.Wait)
+	defer done()
+	ls, err := ma.AcquireAll(c.ownerContext(), req.Resources, req.Holder, req.TTL, req.Wait)
+	if err != nil {
+		return err
+	}
+	resp := wire.AcquireAllResponse{Leases: make([]wire.Lease, len(ls))}
+	for i, l := range ls {
+		resp.Leases[i] = wire.NewLease(l.Resource, l)
+	}
+	c.writeJSON(resp)
 	return nil
 }
 
@@ -222,11 +270,18 @@ type acquireRequest struct {
 // required, ttl_ms in 10..86400000 (default 10000), wait_ms in 0..300000
 // (default 0), limit in 1..fence.MaxPermits (absent: a lock, not a permit).
 func decodeAcquire(data []byte) (acquireRequest, error) {
-	var req acquireRequest
 	ms, err := decodeObject("acquire", data, "holder", "ttl_ms", "wait_ms", "limit")
 	if err != nil {
-		return req, err
+		return acquireRequest{}, err
 	}
+	return decodeAcquireMembers(ms)
+}
+
+// decodeAcquireMembers decodes the members of an acquire's body, checked
+// already for unknown and repeated names.
+func decodeAcquireMembers(ms []member) (acquireRequest, error) {
+	var req acquireRequest
+	var err error
 	h := get(ms, "holder")
 	if h == nil {
 		return req, badRequest("acquire: holder is required")
@@ -251,6 +306,51 @@ func decodeAcquire(data []byte) (acquireRequest, error) {
 		req.Limit = int(n)
 	}
 	return req, nil
+}
+
+// acquireAllRequest is the body of POST /v1/locks.
+type acquireAllRequest struct {
+	acquireRequest
+	Resources []string
+}
+
+// decodeAcquireAll decodes {"resources", "holder", "ttl_ms", "wait_ms"}:
+// resources required, an array of 1..fence.MaxMultiAcquire distinct valid
+// names; the rest as for an acquire (no limit: permits are taken one by one).
+func decodeAcquireAll(data []byte) (acquireAllRequest, error) {
+	var req acquireAllRequest
+	ms, err := decodeObject("acquire", data, "resources", "holder", "ttl_ms", "wait_ms")
+	if err != nil {
+		return req, err
+	}
+	rs := get(ms, "resources")
+	if rs == nil {
+		return req, badRequest("acquire: resources is required")
+	}
+	es, err := elements("resources", rs, fence.MaxMultiAcquire)
+	if err != nil {
+		return req, err
+	}
+	if len(es) == 0 {
+		return req, badRequest("acquire: resources is empty")
+	}
+	seen := make(map[string]bool, len(es))
+	for _, e := range es {
+		name, err := str("resources", e)
+		if err != nil {
+			return req, err
+		}
+		if err := fence.ValidateResource(name); err != nil {
+			return req, err
+		}
+		if seen[name] {
+			return req, badRequest("acquire: resource %q is named twice", name)
+		}
+		seen[name] = true
+		req.Resources = append(req.Resources, name)
+	}
+	req.acquireRequest, err = decodeAcquireMembers(ms)
+	return req, err
 }
 
 // renewRequest is the body of POST /v1/locks/{resource}/renew.

@@ -24,13 +24,14 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 	now := s.now()
 	s.expireLocked(resource, e, now)
 	switch {
-	case e.lease == nil && s.delayedLocked(e, now):
+	case e.lease == nil && (e.reserved || s.delayedLocked(e, now)):
 		if wait <= 0 {
 			err := s.heldErrorLocked(resource, e, now)
 			e.mu.Unlock()
 			return fence.Lease{}, err
 		}
-		// Queued behind earlier waiters; the end of the delay hands off.
+		// Queued behind earlier waiters; the end of the delay, or of the
+		// reservation, hands off.
 	case e.lease == nil:
 		l, err := s.grantLocked(ctx, resource, e, holder, owner, ttl)
 		e.mu.Unlock()

@@ -20,7 +20,7 @@ import (
 // recorded is ended at once in the same way, so that it does not block the
 // queue for a TTL.
 func (s *Service) handOffLocked(resource string, e *entry, ended change) {
-	if e.lease != nil && ended == changeNone {
+	if (e.lease != nil || e.reserved) && ended == changeNone {
 		return
 	}
 	for {
@@ -50,6 +50,10 @@ func (s *Service) handOffLocked(resource string, e *entry, ended change) {
 			return
 		}
 		e.queue.pop()
+		if w.reserve {
+			reserveLocked(e, w)
+			return
+		}
 		l, err := s.grantLocked(s.ctx, resource, e, w.holder, w.owner, w.ttl)
 		if err != nil {
 			w.resultC <- result{err: err}
@@ -79,13 +83,18 @@ func (s *Service) passLocked(ctx context.Context, resource string, e *entry, c c
 // or nil for nobody.
 func (s *Service) passToLocked(ctx context.Context, resource string, e *entry, c change, w *waiter) (abandoned bool, err error) {
 	old := *e.lease
-	if w == nil {
+	if w == nil || w.reserve {
 		lastFence, err := s.ledger.End(ctx, resource, old.Token)
 		if err != nil {
 			return false, err
 		}
 		clearLeaseLocked(e)
 		s.record(c, old, lastFence)
+		if w != nil {
+			// A multi-acquire grants its resources in a change of its own.
+			e.queue.pop()
+			reserveLocked(e, w)
+		}
 		return false, nil
 	}
 	// The deadline counts from before the ledger write, as in grantLocked.
@@ -105,6 +114,13 @@ func (s *Service) passToLocked(ctx context.Context, resource string, e *entry, c
 		return false, nil
 	}
 	return s.serve(resource, &e.queue, w, l), nil
+}
+
+// reserveLocked reserves the free resource for the reserve waiter w, taken
+// out of the queue, and tells it so.
+func reserveLocked(e *entry, w *waiter) {
+	e.reserved = true
+	w.resultC <- result{reserved: true}
 }
 
 // waiterQueue is the acquires waiting for a resource, or for a permit of a
@@ -156,7 +172,7 @@ func (s *Service) serve(resource string, q *waiterQueue, w *waiter, l fence.Leas
 	rest := (*q)[:0]
 	for _, x := range *q {
 		switch {
-		case x.holder != w.holder:
+		case x.holder != w.holder || x.reserve:
 			rest = append(rest, x)
 		case owns(l, x.owner):
 			served = append(served, x)

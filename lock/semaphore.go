@@ -156,7 +156,8 @@ func (s *Service) awaitPermit(ctx context.Context, resource string, sem *semapho
 			return true, nil
 		}
 		rejectionsTotal.WithLabelValues("lock_held").Inc()
-		return true, &fence.LockHeldError{Resource: resource}
+		_, retry := s.slotsLocked(resource, sem)
+		return true, &fence.LockHeldError{Resource: resource, RetryAfter: max(retry, 0)}
 	})
 }
 
@@ -246,6 +247,14 @@ func (s *Service) tidyLocked(resource string, sem *semaphore) {
 // semaphoreIdleLocked reports whether no slot of the semaphore is held or in
 // its lock-delay.
 func (s *Service) semaphoreIdleLocked(resource string, sem *semaphore) bool {
+	busy, _ := s.slotsLocked(resource, sem)
+	return !busy
+}
+
+// slotsLocked reports whether a slot of the semaphore is held or in its
+// lock-delay, and how soon the first of them may free up.
+func (s *Service) slotsLocked(resource string, sem *semaphore) (busy bool, retry time.Duration) {
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := 1; i <= sem.limit; i++ {
@@ -254,13 +263,15 @@ func (s *Service) semaphoreIdleLocked(resource string, sem *semaphore) bool {
 			continue
 		}
 		e.mu.Lock() // after s.mu, as always; no ledger write under these
-		busy := e.lease != nil || !e.delayUntil.IsZero()
-		e.mu.Unlock()
-		if busy {
-			return false
+		switch {
+		case e.lease != nil:
+			busy, retry = true, soonest(retry, e.lease.Expires.Sub(now))
+		case !e.delayUntil.IsZero():
+			busy, retry = true, soonest(retry, e.delayUntil.Sub(now))
 		}
+		e.mu.Unlock()
 	}
-	return true
+	return busy, retry
 }
 
 // enterSlot is enter for the semaphore's own work on a slot, which must not

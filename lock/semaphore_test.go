@@ -143,8 +143,9 @@ func TestService_PermitWaiterLeaves(t *testing.T) {
 		synctest.Wait()
 		last := waitPermit(t, s, "jobs", "last", 1)
 		time.Sleep(time.Second)
-		if err := <-timedOut; !errors.Is(err, fence.ErrLockHeld) {
-			t.Fatalf("a wait of 1s: %v, want ErrLockHeld", err)
+		var held *fence.LockHeldError
+		if err := <-timedOut; !errors.As(err, &held) || held.RetryAfter != time.Minute-time.Second {
+			t.Fatalf("a wait of 1s: %v, want *LockHeldError retrying when a's permit expires, in 59s", err)
 		}
 		cancel()
 		if err := <-gone; !errors.Is(err, context.Canceled) {

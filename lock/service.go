@@ -97,6 +97,11 @@ type entry struct {
 
 	delayUntil time.Time   // while lease == nil: no grant before it (lock-delay); zero if none
 	delayTimer *time.Timer // fires at delayUntil
+
+	// reserved: while lease == nil, a multi-acquire has this resource to
+	// itself until it grants all of its resources at once or gives up
+	// (multi.go); nothing else is granted it meanwhile.
+	reserved bool
 }
 
 type waiter struct {
@@ -104,12 +109,14 @@ type waiter struct {
 	holder  string
 	owner   string // fence.OwnerOf(ctx): the principal the lease will belong to
 	ttl     time.Duration
+	reserve bool        // a multi-acquire's: it is served a reservation, not a lease
 	resultC chan result // buffered: the hand-off never blocks
 }
 
 type result struct {
-	lease fence.Lease
-	err   error
+	lease    fence.Lease
+	reserved bool // a reserve waiter's: the resource is reserved for it
+	err      error
 }
 
 // NewService returns a lock service that records its grants in ledger. Call
@@ -268,7 +275,7 @@ func (s *Service) unrefQuiet(resource string, e *entry) (forgotten bool) {
 		// never waits for a ledger write while holding s.mu.
 		e.mu.Lock()
 		// An entry in its lock-delay stays: it is what keeps the resource unavailable.
-		forgotten = e.lease == nil && len(e.queue) == 0 && e.delayUntil.IsZero()
+		forgotten = e.lease == nil && len(e.queue) == 0 && e.delayUntil.IsZero() && !e.reserved
 		e.mu.Unlock()
 		if forgotten {
 			delete(s.resources, resource)

@@ -69,15 +69,17 @@ func (s *Service) Transfer(ctx context.Context, resource string, token fence.Tok
 }
 
 // successorLocked drops the waiters that have gone from the head of the
-// queue and returns the first waiter still waiting whose holder is to (any,
-// if to is ""), moved to the head of the queue, and the place it had; nil
-// if there is none.
+// queue and returns the first waiter still waiting for a lease of its own
+// (not a reservation of a multi-acquire, whose grant would not be this
+// change) whose holder is to (any, if to is ""), moved to the head of the
+// queue, and the place it had; nil if there is none.
 func (s *Service) successorLocked(resource string, e *entry, to string) (*waiter, int) {
-	first := e.queue.first(resource)
-	if first == nil || to == "" || first.holder == to {
-		return first, 0
+	if e.queue.first(resource) == nil {
+		return nil, 0
 	}
-	i := slices.IndexFunc(e.queue, func(w *waiter) bool { return w.holder == to && w.ctx.Err() == nil })
+	i := slices.IndexFunc(e.queue, func(w *waiter) bool {
+		return !w.reserve && (to == "" || w.holder == to) && w.ctx.Err() == nil
+	})
 	if i < 0 {
 		return nil, 0
 	}

@@ -44,6 +44,44 @@ func (db *DB) Grant(ctx context.Context, resource, holder string, ttl time.Durat
 	return token, db.wrap(err, "grant %q", resource)
 }
 
+// GrantAll grants every one of resources (distinct names) to holder, as
+// Grant does. It checks them all before it changes anything: a rejection
+// is a change's own answer and does not roll the transaction back, so a
+// resource that cannot be granted (out of tokens) must leave the others
+// ungranted itself.
+func GrantAll(tx Tx, resources []string, holder, owner string, ttl time.Duration, expires time.Time) ([]fence.Token, error) {
+	for _, name := range resources {
+		r, err := tx.Resource(name)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkNextToken(name, r); err != nil {
+			return nil, err
+		}
+	}
+	// No Grant can refuse now: any error is the engine's, and rolls the
+	// transaction back.
+	tokens := make([]fence.Token, len(resources))
+	for i, name := range resources {
+		var err error
+		if tokens[i], err = Grant(tx, name, holder, owner, ttl, expires); err != nil {
+			return nil, err
+		}
+	}
+	return tokens, nil
+}
+
+// GrantAll implements fence.Ledger: one commit, owned by fence.OwnerOf(ctx).
+func (db *DB) GrantAll(ctx context.Context, resources []string, holder string, ttl time.Duration, expires time.Time) ([]fence.Token, error) {
+	var tokens []fence.Token
+	owner := fence.OwnerOf(ctx)
+	err := db.Update(ctx, func(tx Tx) (err error) {
+		tokens, err = GrantAll(tx, resources, holder, owner, ttl, expires)
+		return err
+	})
+	return tokens, db.wrap(err, "grant %q", resources)
+}
+
 // Refresh records a new TTL and expiry for the lease with token.
 func Refresh(tx Tx, resource string, token fence.Token, ttl time.Duration, expires time.Time) (fence.Token, error) {
 	r, err := tx.Resource(resource)

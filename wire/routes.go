@@ -126,6 +126,7 @@ var (
 	OpWatch             = op("watch", "GET", AnyCaller, PermRead)
 	OpListLocks         = op("listLocks", "GET", AnyCaller, PermRead)
 	OpHeadLocks         = op("headLocks", "HEAD", AnyCaller, PermRead)
+	OpAcquireLocks      = op("acquireLocks", "POST", AnyCaller, PermLock)
 	OpGetLock           = op("getLock", "GET", OnResource, PermRead)
 	OpHeadLock          = op("headLock", "HEAD", OnResource, PermRead)
 	OpAcquireLock       = op("acquireLock", "POST", OnResource, PermLock)
@@ -157,7 +158,7 @@ var Routes = []*Route{
 	// they show comes from the API, filtered by the caller's grants.
 	browser(local(route("/ui/{file}", OpGetDashboardFile, OpHeadDashboardFile))),
 	route("/v1/watch", OpWatch),
-	route("/v1/locks", OpListLocks, OpHeadLocks),
+	route("/v1/locks", OpListLocks, OpHeadLocks, OpAcquireLocks),
 	route("/v1/locks/{resource}", OpGetLock, OpHeadLock),
 	route("/v1/locks/{resource}/acquire", OpAcquireLock),
 	route("/v1/locks/{resource}/renew", OpRenewLock),

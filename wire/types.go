@@ -39,6 +39,21 @@ type AcquireRequest struct {
 	Limit  int    `json:"limit,omitempty"`
 }
 
+// AcquireAllRequest is the body of POST /v1/locks: several resources at
+// once, all or none.
+type AcquireAllRequest struct {
+	Resources []string `json:"resources"`
+	Holder    string   `json:"holder"`
+	TTLMS     int64    `json:"ttl_ms"`
+	WaitMS    int64    `json:"wait_ms"`
+}
+
+// AcquireAllResponse is the answer to POST /v1/locks: a lease per
+// resource, in the order of the request.
+type AcquireAllResponse struct {
+	Leases []Lease `json:"leases"`
+}
+
 // RenewRequest is the body of POST /v1/locks/{resource}/renew. TTLMS 0 keeps
 // the lease's TTL.
 type RenewRequest struct {

@@ -8,14 +8,17 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/client"
 )
 
-const lockSynopsis = `fence lock RESOURCE [--ttl 10s] [--wait D] [--holder ID] [--limit N | --handover] [--kill-grace 5s] [--conflict-exit-code 3] [--quiet] -- CMD [ARGS...]
+const lockSynopsis = `fence lock RESOURCE [RESOURCE...] [--ttl 10s] [--wait D] [--holder ID] [--limit N | --handover] [--kill-grace 5s] [--conflict-exit-code 3] [--quiet] -- CMD [ARGS...]
 
 Acquires the lock on RESOURCE and runs CMD in its own process group, with
 FENCE_TOKEN, FENCE_RESOURCE, FENCE_HOLDER and FENCE_ADDR in its environment
@@ -49,6 +52,12 @@ command that paused past its TTL is fenced while the other permits' commands
 write on. Every fence lock on RESOURCE must give the same N while any permit
 is held; another N is refused.
 
+With several RESOURCEs, fence lock takes all of their locks at once, in one
+change, or none: CMD gets FENCE_TOKENS="R1=T1 R2=T2 ..." (in the order given)
+instead of FENCE_RESOURCE and FENCE_TOKEN, and waiting for them never
+deadlocks with another fence lock waiting for some of the same. The names
+must not contain spaces. Losing any of the leases stops CMD.
+
 If another holder has the lock for all of --wait, fence lock exits with
 --conflict-exit-code (default 3) and says so on stderr, unless --quiet: from
 cron, --quiet makes a run that found the lock taken send no mail.`
@@ -60,6 +69,8 @@ const lockExamples = `  fence lock nightly-report -- ./make-report.sh --full
   */5 * * * * fence lock --addr fence:7700 --quiet --conflict-exit-code 0 billing -- /usr/local/bin/bill
   # at most 4 encoders at once across the fleet, each one's writes fenced on its own
   fence lock encoders --limit 4 --wait 10m -- sh -c 'fence put "$FENCE_RESOURCE" job "$JOB"'
+  # both ledgers at once, or neither
+  fence lock ledger-eu ledger-us --wait 30s -- ./reconcile.sh
   # one active worker; a rolling restart hands over with no gap
   fence lock scheduler --wait 5m --handover -- ./scheduler
 `
@@ -100,8 +111,12 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	switch {
-	case len(positional) != 1:
+	case len(positional) == 0:
 		return wantArgs("lock", positional, "RESOURCE")
+	case len(positional) > fence.MaxMultiAcquire:
+		return &usageError{fmt.Errorf("lock: %d resources: at most %d at once", len(positional), fence.MaxMultiAcquire)}
+	case len(positional) > 1 && (limit > 0 || handover):
+		return &usageError{errors.New("lock: --limit and --handover take one RESOURCE")}
 	case !dashdash || len(command) == 0:
 		return &usageError{errors.New("lock: put '--' and the command to run after RESOURCE and the flags")}
 	case killGrace < 0:
@@ -113,7 +128,12 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 	case limit > 0 && handover:
 		return &usageError{errors.New("lock: --handover hands over a lock, not a permit: drop --limit or --handover")}
 	}
-	resource := positional[0]
+	for _, r := range positional {
+		if len(positional) > 1 && strings.ContainsFunc(r, unicode.IsSpace) {
+			return &usageError{fmt.Errorf("lock: resource %q contains a space, which FENCE_TOKENS cannot tell apart: take it alone", r)}
+		}
+	}
+	resource := strings.Join(positional, " ")
 	if cfg.Addr, err = cleanAddr(cfg.Addr); err != nil {
 		return err
 	}
@@ -156,7 +176,15 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 	if limit > 0 {
 		opts = append(opts, fence.WithLimit(limit))
 	}
-	lease, err := c.Acquire(ctx, resource, opts...)
+	var leases heldLeases
+	if len(positional) == 1 {
+		var l *client.Lease
+		if l, err = c.Acquire(ctx, resource, opts...); err == nil {
+			leases = heldLeases{l}
+		}
+	} else {
+		leases, err = c.AcquireAll(ctx, positional, opts...)
+	}
 	if err != nil {
 		if !errors.Is(err, fence.ErrLockHeld) {
 			return apiError(err)
@@ -170,30 +198,25 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		}
 		return &exitError{code: conflictCode, err: &userError{msg, err}}
 	}
-	release := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := lease.Release(rctx); err != nil {
-			fmt.Fprintf(std.err, "fence: lock %s: the release failed (the lease will expire by its TTL): %s\n", resource, describe(err))
+	release := func() { leases.release(ctx, std) }
+	lease := leases[0]
+	if len(leases) == 1 {
+		// From here on, RESOURCE is what the lease holds: a permit's slot.
+		resource = lease.Resource()
+		env = append(env, "FENCE_TOKEN="+lease.Token().String(), "FENCE_RESOURCE="+resource)
+		if seq := lease.Sequencer(); seq != "" {
+			env = append(env, "FENCE_SEQUENCER="+seq)
 		}
+	} else {
+		env = append(env, "FENCE_TOKENS="+leases.tokens())
 	}
-
-	// From here on, RESOURCE is what the lease holds: a permit's slot.
-	resource = lease.Resource()
-	env = append(env,
-		"FENCE_TOKEN="+lease.Token().String(),
-		"FENCE_RESOURCE="+resource,
-		"FENCE_HOLDER="+lease.Holder(),
-	)
-	if seq := lease.Sequencer(); seq != "" {
-		env = append(env, "FENCE_SEQUENCER="+seq)
-	}
+	env = append(env, "FENCE_HOLDER="+lease.Holder())
 	child, err := startCommand(path, command, env, std)
 	if err != nil {
 		release()
 		return fmt.Errorf("lock: cannot run %q: %w", command[0], err)
 	}
-	leaseDone := lease.Done()
+	leaseDone := leases.done()
 	var killC <-chan time.Time // after a hand-over: --kill-grace for the command to stop
 	for {
 		select {
@@ -215,8 +238,10 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 			syscall.Kill(-child.group, syscall.SIGKILL)
 			killC = nil
 		case <-leaseDone:
-			fmt.Fprintf(std.err, "fence: lock %s: %s; stopping the command\n", resource, lostMessage(lease.Token(), lease.Err()))
+			lost := leases.lost()
+			fmt.Fprintf(std.err, "fence: lock %s: %s; stopping the command\n", lost.Resource(), lostMessage(lost.Token(), lost.Err()))
 			stopGroup(child.group, child.done, killGrace)
+			release() // the others, of a multi-acquire
 			return &exitError{code: exitLeaseLost}
 		}
 	}
@@ -241,6 +266,57 @@ func handOver(ctx context.Context, lease *client.Lease, resource string, std std
 	}
 	fmt.Fprintf(std.err, "fence: lock %s: handed over to %q (token %d); stopping the command\n", resource, next.Holder, next.Token)
 	return true
+}
+
+// heldLeases are the leases fence lock holds for its command: one, or
+// those of a multi-acquire.
+type heldLeases []*client.Lease
+
+// release releases every lease not lost already, saying on stderr which
+// failed.
+func (ls heldLeases) release(ctx context.Context, std stdio) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for _, l := range ls {
+		if l.Err() != nil {
+			continue
+		}
+		if err := l.Release(rctx); err != nil {
+			fmt.Fprintf(std.err, "fence: lock %s: the release failed (the lease will expire by its TTL): %s\n", l.Resource(), describe(err))
+		}
+	}
+}
+
+// done returns a channel closed when the first of the leases ends.
+func (ls heldLeases) done() <-chan struct{} {
+	if len(ls) == 1 {
+		return ls[0].Done()
+	}
+	done := make(chan struct{})
+	var once sync.Once
+	for _, l := range ls {
+		context.AfterFunc(l.Context(), func() { once.Do(func() { close(done) }) })
+	}
+	return done
+}
+
+// lost returns the first lease that has ended.
+func (ls heldLeases) lost() *client.Lease {
+	for _, l := range ls {
+		if l.Err() != nil {
+			return l
+		}
+	}
+	return ls[0]
+}
+
+// tokens is FENCE_TOKENS: "R1=T1 R2=T2 ...".
+func (ls heldLeases) tokens() string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = l.Resource() + "=" + l.Token().String()
+	}
+	return strings.Join(parts, " ")
 }
 
 // lockEnv returns the environment of fence lock's command, but for the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -44,5 +45,85 @@ func TestLock_Limit(t *testing.T) {
 		if code, _, _ := runFence(t.Context(), "", append(args, "--", "echo", "ran")...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
 		}
+	}
+}
+
+// TestLock_Several runs a command under two locks taken at once: it gets
+// FENCE_TOKENS; a run that finds one of them held gets neither and exits
+// with the conflict code; a name with a space, or --limit beside several
+// names, is refused.
+func TestLock_Several(t *testing.T) {
+	url := fencetest.NewServer(t, nil)
+	c, err := client.NewAPI(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runFence(t.Context(), "", "lock", "ledger-us", "ledger-eu", "--addr", url, "--",
+		"sh", "-c", `echo "$FENCE_TOKENS|$FENCE_TOKEN|$FENCE_RESOURCE"`)
+	if code != 0 || stdout != "ledger-us=1 ledger-eu=1||\n" {
+		t.Fatalf("fence lock ledger-us ledger-eu: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if _, err := c.Acquire(t.Context(), "ledger-eu", "other", time.Minute, 0); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runFence(t.Context(), "", "lock", "ledger-us", "ledger-eu", "--addr", url, "--", "echo", "ran")
+	if code != exitNotHeld || stdout != "" || !strings.Contains(stderr, `"ledger-eu"`) {
+		t.Fatalf("one of them held: exit %d, stdout %q, stderr %q; want %d naming ledger-eu", code, stdout, stderr, exitNotHeld)
+	}
+	if st, err := c.Status(t.Context(), "ledger-us"); err != nil || st.Held {
+		t.Fatalf("ledger-us after the refused fence lock: %+v, %v; want it free", st, err)
+	}
+	for _, args := range [][]string{{"a b", "c"}, {"a", "b", "--limit", "2"}, {"a", "b", "--handover"}} {
+		args = append([]string{"lock", "--addr", url}, args...)
+		if code, _, _ := runFence(t.Context(), "", append(args, "--", "echo", "ran")...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}
+
+// TestLock_SeveralOneLost revokes one of two locks held for a command: the
+// command is stopped and fence lock exits exitLeaseLost, naming it.
+func TestLock_SeveralOneLost(t *testing.T) {
+	url := fencetest.NewServer(t, nil)
+	c, err := client.NewAPI(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type run struct {
+		code   int
+		stderr string
+	}
+	done := make(chan run, 1)
+	// A process of its own: the command's output and fence lock's own share
+	// stderr, which a buffer in this process would not take from both.
+	cmd := exec.Command(fenceBinary(t), "lock", "x", "y", "--addr", url, "--ttl", "1s", "--kill-grace", "1s", "--", "sleep", "60")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		cmd.Wait()
+		done <- run{cmd.ProcessState.ExitCode(), stderr.String()}
+	}()
+	for {
+		if st, err := c.Status(t.Context(), "y"); err == nil && st.Held {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := c.Revoke(t.Context(), "y"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.code != exitLeaseLost || !strings.Contains(r.stderr, "lock y:") {
+			t.Fatalf("exit %d, stderr %q; want %d naming y", r.code, r.stderr, exitLeaseLost)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("fence lock went on after one of its leases was revoked")
+	}
+	if st, err := c.Status(t.Context(), "x"); err != nil || st.Held {
+		t.Fatalf("x after fence lock stopped: %+v, %v; want it released", st, err)
 	}
 }

@@ -11,7 +11,7 @@ See the README for the lease rules, the errors, watching and sequencers.
 Standard library only; verifying sequencer signatures needs ``cryptography``.
 """
 
-from .client import DEFAULT_RETRY_FOR, DEFAULT_TTL, Client, new_holder_id
+from .client import DEFAULT_RETRY_FOR, DEFAULT_TTL, MAX_LIMIT, Client, new_holder_id
 from .errors import (
     CODES,
     BadRequestError,
@@ -83,6 +83,7 @@ __all__ = [
     "new_holder_id",
     "DEFAULT_TTL",
     "DEFAULT_RETRY_FOR",
+    "MAX_LIMIT",
     "MAX_TOKEN",
     "LeaseInfo",
     "LockStatus",

@@ -33,13 +33,16 @@ from .types import (
 )
 from .watch import Watch
 
-__all__ = ["Client", "new_holder_id", "DEFAULT_TTL", "DEFAULT_RETRY_FOR"]
+__all__ = ["Client", "new_holder_id", "DEFAULT_TTL", "DEFAULT_RETRY_FOR", "MAX_LIMIT"]
 
 #: The default lease TTL, in seconds.
 DEFAULT_TTL = 10.0
 #: How long the client retries a call that is safe to repeat, in seconds:
 #: longer than a leader failover takes.
 DEFAULT_RETRY_FOR = 15.0
+#: The most permits a semaphore may have: an acquire's ``limit`` is in
+#: 1..MAX_LIMIT.
+MAX_LIMIT = 1000
 
 Seconds = Union[float, int, _dt.timedelta]
 Value = Union[bytes, bytearray, memoryview, str]
@@ -56,6 +59,18 @@ def _seconds(v: Seconds, what: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise TypeError("%s must be seconds (a number or a timedelta), not %r" % (what, v))
     return float(v)
+
+
+def _limit(limit: Optional[int]) -> Optional[int]:
+    """Check an acquire's ``limit``: None (a lock) or an int in 1..MAX_LIMIT
+    (the permits of a semaphore)."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError("limit must be an int in 1..%d (the permits of a semaphore), not %r" % (MAX_LIMIT, limit))
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ValueError("limit must be in 1..%d (the permits of a semaphore), not %d" % (MAX_LIMIT, limit))
+    return limit
 
 
 def _ms(seconds: float) -> int:
@@ -205,15 +220,35 @@ class Client:
 
     # -- locks --------------------------------------------------------------
 
-    def acquire_raw(self, resource: str, holder: str, ttl: Seconds = DEFAULT_TTL, wait: Seconds = 0) -> LeaseInfo:
+    def acquire_raw(
+        self,
+        resource: str,
+        holder: str,
+        ttl: Seconds = DEFAULT_TTL,
+        wait: Seconds = 0,
+        *,
+        limit: Optional[int] = None,
+    ) -> LeaseInfo:
         """Acquire ``resource`` for ``holder`` once, without keepalive: the
         answer of POST /v1/locks/{resource}/acquire. The lease runs out after
         ``ttl`` seconds unless renewed (:meth:`renew`). Waits up to ``wait``
         seconds if another holder has it, then raises
         :class:`fence.LockHeldError`. The same holder acquiring a lease it
-        still holds gets the same token (so it is retried safely)."""
+        still holds gets the same token (so it is retried safely).
+
+        With ``limit`` N (an int in 1..1000, checked before sending:
+        ``TypeError`` / ``ValueError``) ``resource`` names a semaphore and
+        this takes one of its N permits: the answer's ``resource`` is then
+        the permit's slot, ``{resource}/permit-I-of-N``, which renew, release,
+        transfer and fenced writes take. Another limit than the one the
+        permits held now were taken with, or a slot's name acquired without
+        a limit, is :class:`fence.BadRequestError`."""
         ttl_s, wait_s = _seconds(ttl, "ttl"), _seconds(wait, "wait")
-        body = json.dumps({"holder": holder, "ttl_ms": _ms(ttl_s), "wait_ms": _ms(wait_s)}).encode()
+        b: Dict[str, Any] = {"holder": holder, "ttl_ms": _ms(ttl_s), "wait_ms": _ms(wait_s)}
+        lim = _limit(limit)
+        if lim is not None:
+            b["limit"] = lim
+        body = json.dumps(b).encode()
         req = Request("POST", "/v1/locks/%s/acquire" % _seg(resource, "resource"), body=body, retryable=True, extra_timeout=max(0.0, wait_s))
         return self._json(req, decode=LeaseInfo.from_json)
 
@@ -242,6 +277,7 @@ class Client:
         *,
         holder: Optional[str] = None,
         safety_margin: Optional[Seconds] = None,
+        limit: Optional[int] = None,
     ) -> Lease:
         """Acquire ``resource`` and return a :class:`fence.Lease` that renews
         itself in a background thread (about every ttl/3) until released or
@@ -249,14 +285,20 @@ class Client:
         renewal has succeeded by ``ttl - safety_margin`` (default ttl/10)
         after the last successful renewal was sent. ``wait`` is how long to
         wait for the lock (default: fail at once with
-        :class:`fence.LockHeldError`); ``holder`` defaults to a random id."""
+        :class:`fence.LockHeldError`); ``holder`` defaults to a random id.
+
+        With ``limit`` N (1..1000) the lease holds one of the N permits of
+        the semaphore ``resource`` (see :meth:`acquire_raw`): its
+        ``resource`` is the permit's slot, which its renewals, release,
+        transfer and writes use."""
+        _limit(limit)
         ttl_s = _seconds(ttl, "ttl")
         margin = ttl_s / 10 if safety_margin is None else _seconds(safety_margin, "safety_margin")
         if margin < 0 or margin >= ttl_s:
             raise ValueError("safety margin %gs must be in [0, ttl %gs)" % (margin, ttl_s))
         holder = holder or new_holder_id()
         sent = time.monotonic()
-        info = self.acquire_raw(resource, holder, ttl_s, wait)
+        info = self.acquire_raw(resource, holder, ttl_s, wait, limit=limit)
         lease = Lease(self, info, margin, sent)
         if time.monotonic() - sent > margin:
             # The grant happened at some unknown moment during a long acquire
@@ -280,19 +322,21 @@ class Client:
         *,
         holder: Optional[str] = None,
         safety_margin: Optional[Seconds] = None,
+        limit: Optional[int] = None,
     ) -> Iterator[Lease]:
         """Run a block under a lease and release it after::
 
             with client.lock("orders", ttl=10, wait=5) as lease:
                 lease.put("total", b"42")
 
-        It acquires as :meth:`acquire` does. On leaving the block it releases
+        It acquires as :meth:`acquire` does (``limit``: one permit of a
+        semaphore). On leaving the block it releases
         the lease. If the block raised, that exception propagates (a failed
         release is then ignored); else, if the lease was lost while the block
         ran, its :class:`fence.LeaseLostError` or
         :class:`fence.LeaseExpiredError` is raised, so that the caller knows
         some writes may have been fenced; else a failed release's error."""
-        lease = self.acquire(resource, ttl, wait, holder=holder, safety_margin=safety_margin)
+        lease = self.acquire(resource, ttl, wait, holder=holder, safety_margin=safety_margin, limit=limit)
         try:
             yield lease
         except BaseException:

@@ -57,7 +57,8 @@ class Lease:
 
     def __init__(self, client: "Client", info: LeaseInfo, margin: float, sent: float) -> None:
         self._client = client
-        #: The locked resource.
+        #: The locked resource, as the grant names it: for a permit of a
+        #: semaphore (``limit``), its slot ``{semaphore}/permit-I-of-N``.
         self.resource = info.resource
         #: The holder id the lease was granted to.
         self.holder = info.holder

@@ -20,6 +20,9 @@ export const RESPONSE_BIGINTS: ReadonlySet<string> = new Set([
   "token", "last_fence", "last_token", "presented", "current", "revision", "epoch", "fence", "revoked_token",
 ]);
 
+/** The most permits a semaphore may have: an acquire's limit is in 1..MAX_LIMIT. */
+export const MAX_LIMIT = 1000;
+
 /** Options of a Client. */
 export interface ClientOptions {
   /** Sent as "Authorization: Bearer <authToken>" with every request. */
@@ -366,15 +369,33 @@ export class Client {
   /**
    * Acquires resource once, without keepalive: POST .../acquire. The same
    * holder acquiring a lease it still holds gets the same token back.
+   *
+   * With limit N (an integer in 1..1000, else a TypeError or RangeError before
+   * sending) resource names a semaphore and this takes one of its N permits:
+   * the answer's resource is then the permit's slot, `{resource}/permit-I-of-N`,
+   * which renew, release, transfer and fenced writes take. Another limit than
+   * the one the permits held now were taken with, or a slot's name acquired
+   * without a limit, rejects with BadRequestError.
    */
-  async acquireOnce(resource: string, options: { holder: string; ttlMs?: number; waitMs?: number } & CallOptions): Promise<LeaseInfo> {
+  async acquireOnce(
+    resource: string,
+    options: {
+      holder: string;
+      ttlMs?: number;
+      waitMs?: number;
+      /** Take one of the limit permits of the semaphore resource (1..1000). */
+      limit?: number;
+    } & CallOptions,
+  ): Promise<LeaseInfo> {
     const ttlMs = options.ttlMs ?? 10_000, waitMs = options.waitMs ?? 0;
     checkMs(ttlMs, "ttlMs");
     checkMs(waitMs, "waitMs");
+    const body: Record<string, unknown> = { holder: options.holder, ttl_ms: Math.round(ttlMs), wait_ms: Math.round(waitMs) };
+    if (options.limit !== undefined) body.limit = checkLimit(options.limit);
     const path = lockPath(resource, "/acquire");
     const o = await this.#json({
       method: "POST", path, retryable: true, signal: options.signal, extraTimeoutMs: waitMs,
-      body: stringifyJSON({ holder: options.holder, ttl_ms: Math.round(ttlMs), wait_ms: Math.round(waitMs) }),
+      body: stringifyJSON(body),
     });
     return leaseOf(o, `POST ${path}`);
   }
@@ -607,6 +628,27 @@ export class Client {
   watch(options: WatchOptions = {}): Watcher {
     return new Watcher(this.#t, options);
   }
+}
+
+/**
+ * Returns limit if it is a number of permits a semaphore may have, an integer
+ * in 1..MAX_LIMIT; throws a TypeError (not an integer) or a RangeError
+ * otherwise.
+ */
+function checkLimit(limit: number): number {
+  if (typeof limit !== "number" || !Number.isInteger(limit)) {
+    throw new TypeError(`fence: limit must be an integer in 1..${MAX_LIMIT} (the permits of a semaphore), not ${show(limit)}`);
+  }
+  if (limit < 1 || limit > MAX_LIMIT) {
+    throw new RangeError(`fence: limit must be in 1..${MAX_LIMIT} (the permits of a semaphore), not ${limit}`);
+  }
+  return limit;
+}
+
+function show(v: unknown): string {
+  if (typeof v === "bigint") return `${v}n`;
+  if (typeof v === "string") return JSON.stringify(v);
+  return String(v);
 }
 
 function checkMs(v: number, name: string): void {

@@ -3,6 +3,7 @@
 
 export {
   Client,
+  MAX_LIMIT,
   RESPONSE_BIGINTS,
   type CallOptions,
   type ClaimResult,

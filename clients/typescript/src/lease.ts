@@ -22,6 +22,13 @@ export interface AcquireOptions extends CallOptions {
    * the TTL. Must be less than the TTL.
    */
   safetyMarginMs?: number;
+  /**
+   * Hold one of the limit permits of the semaphore named by the resource
+   * (an integer in 1..1000) rather than a lock: the lease's resource is then
+   * the permit's slot, `{resource}/permit-I-of-N`, which its renewals,
+   * release, transfer and writes use. Default: a lock.
+   */
+  limit?: number;
 }
 
 const now = (): number => globalThis.performance.now();
@@ -52,7 +59,7 @@ const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
  * a newer holder exists.
  */
 export class Lease {
-  /** The locked resource. */
+  /** The locked resource, as the grant names it: for a permit of a semaphore (limit), its slot `{semaphore}/permit-I-of-N`. */
   readonly resource: string;
   /** The holder id the lease was granted to. */
   readonly holder: string;
@@ -107,7 +114,7 @@ export class Lease {
       throw new RangeError(`fence: safety margin ${margin}ms must be in [0, ttl ${ttlMs}ms)`);
     }
     const sent = now();
-    const info = await client.acquireOnce(resource, { holder, ttlMs, waitMs: options.waitMs, signal: options.signal });
+    const info = await client.acquireOnce(resource, { holder, ttlMs, waitMs: options.waitMs, limit: options.limit, signal: options.signal });
     const lease = new Lease(client, info, margin, sent + info.ttlMs - margin);
     if (now() - sent > margin) {
       // The grant happened at some unknown moment during a long acquire (a
@@ -119,7 +126,8 @@ export class Lease {
         // Best effort: else it expires by its TTL.
         const ctrl = new AbortController();
         const t = setTimeout(() => ctrl.abort(), info.ttlMs);
-        await client.release(resource, info.token, { signal: ctrl.signal }).catch(() => undefined);
+        // The grant's resource: for a permit, its slot, not the semaphore.
+        await client.release(info.resource, info.token, { signal: ctrl.signal }).catch(() => undefined);
         clearTimeout(t);
         throw e;
       }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -40,4 +41,37 @@ func testAPIPermits(t *testing.T, newService newServiceFunc) {
 		map[string]any{"resource": "pool/permit-1-of-2", "presented": aTok, "last_fence": cTok})
 	apiPut(t, url, slot2, "k", []byte("b"), apiTok(bTok))
 	apiPut(t, url, slot1, "k", []byte("c"), apiTok(cTok))
+}
+
+// testAPIAcquireAll takes several resources in one request: each gets its
+// own token and fences its storage; a request that finds one held gets
+// none of them.
+func testAPIAcquireAll(t *testing.T, newService newServiceFunc) {
+	url, _ := newService(t)
+	stale, cur := apiStale(t, url, "multi-b")
+	apiRelease(t, url, "multi-b", cur)
+	r := apiDo(t, "POST", url+"/v1/locks", []byte(`{"resources":["multi-b","multi-a"],"holder":"m","ttl_ms":60000}`), nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("multi-acquire: %s", r)
+	}
+	var body struct {
+		Leases []struct {
+			Resource string `json:"resource"`
+			Token    uint64 `json:"token"`
+		} `json:"leases"`
+	}
+	if err := json.Unmarshal(r.body, &body); err != nil || len(body.Leases) != 2 {
+		t.Fatalf("multi-acquire answered %s (%v)", r, err)
+	}
+	b, a := body.Leases[0], body.Leases[1]
+	if b.Resource != "multi-b" || a.Resource != "multi-a" || b.Token <= cur || a.Token != 1 {
+		t.Fatalf("leases %+v, want multi-b above %d then multi-a with 1", body.Leases, cur)
+	}
+	apiProblem(t, apiDo(t, "PUT", url+"/v1/kv/multi-b/k", []byte("stale"), apiTok(stale)), http.StatusConflict, "fenced",
+		map[string]any{"resource": "multi-b", "presented": stale, "last_fence": b.Token})
+	apiPut(t, url, "multi-a", "k", []byte("a"), apiTok(a.Token))
+
+	apiProblem(t, apiDo(t, "POST", url+"/v1/locks", []byte(`{"resources":["multi-c","multi-a"],"holder":"x"}`), nil), http.StatusConflict, "lock_held",
+		map[string]any{"resource": "multi-a", "retry_after_ms": apiAnyInt})
+	apiRelease(t, url, "multi-c", apiAcquire(t, url, "multi-c", "y", 1000)) // free: nothing was kept
 }

@@ -1,0 +1,57 @@
+package client
+
+import (
+	"context"
+	"time"
+
+	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/wire"
+)
+
+// The acquires: of a lock, of a semaphore's permit, of several locks at once.
+
+var (
+	_ fence.PermitAcquirer = (*API)(nil)
+	_ fence.MultiAcquirer  = (*API)(nil)
+)
+
+// Acquire implements fence.Locker. ttl is rounded to whole milliseconds.
+func (c *API) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
+	body := jsonBody(wire.AcquireRequest{Holder: holder, TTLMS: ttl.Milliseconds(), WaitMS: wait.Milliseconds()})
+	var lr wire.Lease
+	if err := c.doJSON(ctx, send(wire.OpAcquireLock, resource, "", request{body: body, retryable: true}), &lr); err != nil {
+		return fence.Lease{}, err
+	}
+	return lr.Decode()
+}
+
+// AcquirePermit implements fence.PermitAcquirer: POST
+// /v1/locks/{resource}/acquire with a limit. The lease names the permit's
+// slot resource, which Renew and Release take.
+func (c *API) AcquirePermit(ctx context.Context, resource, holder string, limit int, ttl, wait time.Duration) (fence.Lease, error) {
+	body := jsonBody(wire.AcquireRequest{Holder: holder, TTLMS: ttl.Milliseconds(), WaitMS: wait.Milliseconds(), Limit: limit})
+	var lr wire.Lease
+	if err := c.doJSON(ctx, send(wire.OpAcquireLock, resource, "", request{body: body, retryable: true}), &lr); err != nil {
+		return fence.Lease{}, err
+	}
+	return lr.Decode()
+}
+
+// AcquireAll implements fence.MultiAcquirer: POST /v1/locks, every
+// resource granted in one change or none, the leases in the order of
+// resources.
+func (c *API) AcquireAll(ctx context.Context, resources []string, holder string, ttl, wait time.Duration) ([]fence.Lease, error) {
+	body := jsonBody(wire.AcquireAllRequest{Resources: resources, Holder: holder, TTLMS: ttl.Milliseconds(), WaitMS: wait.Milliseconds()})
+	var resp wire.AcquireAllResponse
+	if err := c.doJSON(ctx, send(wire.OpAcquireLocks, "", "", request{body: body, retryable: true}), &resp); err != nil {
+		return nil, err
+	}
+	ls := make([]fence.Lease, len(resp.Leases))
+	for i, lr := range resp.Leases {
+		var err error
+		if ls[i], err = lr.Decode(); err != nil {
+			return nil, err
+		}
+	}
+	return ls, nil
+}
