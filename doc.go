@@ -31,6 +31,6 @@
 //   - clients: client (Go); clients/python and clients/typescript.
 //   - proof: fencetest (conformance suites), model (the Spin model), e2e.
 //   - tools: cmd/fence (the binary) and internal/tools (chaos, bench, demo,
-//     report, enginebench, testserver); internal/support holds the server's
+//     report, enginebench, semabench, testserver); internal/support holds the server's
 //     leaf utilities and internal/admin fence migrate and fence bump.
 package fence

@@ -219,7 +219,8 @@ type MultiAcquirer interface {
 //
 // Transfer ends the lease of token and grants the resource to the first
 // waiter whose holder is to ("" means the first waiter, whatever its
-// holder), in one durable change: the successor's token is greater, and the
+// holder; a multi-acquire's waiting is passed over, since its grant is a
+// change of its own), in one durable change: the successor's token is greater, and the
 // old token is fenced as the grant is recorded, so that there is no instant
 // without a holder and none with two. Only the lease's owner, OwnerOf(ctx),
 // may transfer it. It returns the successor's lease without its Sequencer

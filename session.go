@@ -136,7 +136,9 @@ func NewSessions(ctx context.Context, locker Locker, resources []string, opts ..
 		s, err := startSession(ctx, locker, l, c, sent)
 		if err != nil {
 			for _, started := range sessions {
-				started.Release(context.WithoutCancel(ctx))
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), started.lease.TTL)
+				started.Release(rctx) // best effort: else it expires
+				cancel()
 			}
 			for _, rest := range ls[i+1:] {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rest.TTL)

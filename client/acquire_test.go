@@ -18,14 +18,14 @@ func TestClient_AcquireAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls, err := c.AcquireAll(t.Context(), []string{"orders", "stock"}, fence.WithTTL(300*time.Millisecond))
+	ls, err := c.AcquireAll(t.Context(), []string{"orders", "stock"}, fence.WithTTL(2*time.Second))
 	if err != nil {
 		t.Fatalf("AcquireAll: %v", err)
 	}
 	if ls[0].Resource() != "orders" || ls[1].Resource() != "stock" || ls[0].Holder() != ls[1].Holder() {
 		t.Fatalf("leases on %s and %s", ls[0].Resource(), ls[1].Resource())
 	}
-	time.Sleep(time.Second) // past the TTL: the leases renew themselves
+	time.Sleep(2500 * time.Millisecond) // past the TTL: the leases renew themselves
 	var held *fence.LockHeldError
 	if _, err := c.AcquireAll(t.Context(), []string{"audit", "stock"}, fence.WithHolder("other")); !errors.As(err, &held) || held.Resource != "stock" {
 		t.Fatalf("an overlapping multi-acquire: %v, want *LockHeldError on stock", err)

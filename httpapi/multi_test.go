@@ -36,3 +36,20 @@ func TestHandler_AcquireAll(t *testing.T) {
 		t.Fatalf("d after refused multi-acquires: %v", st)
 	}
 }
+
+// TestHandler_AcquireAllAuth needs lock on every resource: a caller
+// without it on one of them is forbidden and takes none.
+func TestHandler_AcquireAllAuth(t *testing.T) {
+	e := newAuthEnv(t, false)
+	as := func(tok string) []string { return []string{"Authorization", "Bearer " + tok} }
+	e.do("POST", "/v1/locks", `{"resources":["orders/1","stock"],"holder":"a"}`, as("orders")...).problem(t, 403, "forbidden")
+	if st := e.do("GET", "/v1/locks/orders%2F1", "", as("reader")...).ok(t); st["held"] != false {
+		t.Fatalf("orders/1 after a forbidden multi-acquire: %v", st)
+	}
+	e.do("POST", "/v1/locks", `{"resources":["orders/1","stock"],"holder":"a"}`, as("reader")...).problem(t, 403, "forbidden")
+	e.do("POST", "/v1/locks", `{"resources":["orders/1","orders/2"],"holder":"a"}`).problem(t, 401, "unauthorized")
+	got := e.do("POST", "/v1/locks", `{"resources":["orders/1","orders/2"],"holder":"a"}`, as("orders")...).ok(t)
+	if ls, _ := got["leases"].([]any); len(ls) != 2 {
+		t.Fatalf("answer %v, want two leases", got)
+	}
+}

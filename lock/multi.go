@@ -161,8 +161,7 @@ func (s *Service) reserved(resource string, e *entry, r result) (*entry, bool, e
 // unreserve gives back a reservation (unless own: the holder's lease is
 // left alone), serving the resource's queue, and drops the reference.
 func (s *Service) unreserve(resource string, e *entry, own bool) {
-	if !own {
-		e.mu.Lock()
+	if !own && s.lockEntry(e) == nil { // closed: Close has cleared it
 		e.reserved = false
 		s.handOffLocked(resource, e, changeNone)
 		e.mu.Unlock()
@@ -170,11 +169,11 @@ func (s *Service) unreserve(resource string, e *entry, own bool) {
 	s.unref(resource, e)
 }
 
-// grantAll grants the reserved resources to holder in one ledger change and
-// refreshes those the holder had already, with every entry locked in the
-// order of names (the only place that locks two entries at once; in that
-// order, so that it never waits for itself). On failure nothing is granted
-// and every reservation is still in place.
+// grantAll refreshes the leases the holder had already, if it still has
+// them, and grants the reserved resources to holder in one ledger change,
+// with every entry locked in the order of names (the only place that locks
+// two entries at once; in that order, so that it never waits for itself).
+// On failure nothing is granted and every reservation is still in place.
 func (s *Service) grantAll(ctx context.Context, names []string, entries []*entry, mine []bool, holder, owner string, ttl time.Duration) ([]fence.Lease, error) {
 	for i, e := range entries {
 		if err := s.lockEntry(e); err != nil {
@@ -189,13 +188,27 @@ func (s *Service) grantAll(ctx context.Context, names []string, entries []*entry
 			e.mu.Unlock()
 		}
 	}()
+	now := s.now()
+	leases := make([]fence.Lease, len(names))
 	var grant []string
 	for i, name := range names {
 		if !mine[i] {
 			grant = append(grant, name)
+			continue
+		}
+		// The holder's own lease, as it was before the wait: still its? Then
+		// refreshed before the grant, so that a failure grants nothing.
+		e := entries[i]
+		s.expireLocked(name, e, now)
+		if e.lease == nil || e.lease.Holder != holder || !owns(*e.lease, owner) {
+			rejectionsTotal.WithLabelValues("lock_held").Inc()
+			return nil, &fence.LockHeldError{Resource: name}
+		}
+		var err error
+		if leases[i], err = s.refreshLocked(ctx, name, e, ttl, now, changeRetried); err != nil {
+			return nil, err
 		}
 	}
-	now := s.now()
 	// The deadline counts from before the ledger write, as in grantLocked.
 	expires := now.Add(ttl)
 	var tokens []fence.Token
@@ -205,21 +218,17 @@ func (s *Service) grantAll(ctx context.Context, names []string, entries []*entry
 			return nil, fmt.Errorf("lock: acquire %q: %w", names, err)
 		}
 	}
-	leases := make([]fence.Lease, len(names))
 	var firstErr error
 	for i, name := range names {
-		e := entries[i]
-		var l fence.Lease
-		var err error
 		if mine[i] {
-			l, err = s.refreshLocked(ctx, name, e, ttl, now, changeRetried)
-		} else {
-			e.reserved = false
-			token := tokens[0]
-			tokens = tokens[1:]
-			l, err = s.grantedLocked(e, fence.Lease{Resource: name, Holder: holder, Owner: owner, Token: token, TTL: ttl, Expires: expires}, token)
+			continue
 		}
-		leases[i] = l
+		e := entries[i]
+		e.reserved = false
+		token := tokens[0]
+		tokens = tokens[1:]
+		var err error
+		leases[i], err = s.grantedLocked(e, fence.Lease{Resource: name, Holder: holder, Owner: owner, Token: token, TTL: ttl, Expires: expires}, token)
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}

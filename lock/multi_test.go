@@ -230,3 +230,36 @@ func TestService_AcquireAllNoDeadlock(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestService_AcquireAllOwnLeaseEnds lets the holder's own lease, which a
+// waiting multi-acquire counted as its own, end and pass to another while
+// it waits: the multi-acquire is refused, takes nothing, and touches
+// neither the other's lease nor the service.
+func TestService_AcquireAllOwnLeaseEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := open(t, memory.New())
+		own := acquire(t, s, "a", "h", time.Minute)
+		x := acquire(t, s, "b", "x", time.Minute)
+		multi := make(chan error, 1)
+		go func() {
+			_, err := s.AcquireAll(t.Context(), []string{"a", "b"}, "h", time.Minute, fence.MaxWait)
+			multi <- err
+		}()
+		synctest.Wait()
+		if err := s.Release(t.Context(), "a", own.Token); err != nil {
+			t.Fatal(err)
+		}
+		y := acquire(t, s, "a", "y", time.Minute)
+		if err := s.Release(t.Context(), "b", x.Token); err != nil {
+			t.Fatal(err)
+		}
+		var held *fence.LockHeldError
+		if err := <-multi; !errors.As(err, &held) || held.Resource != "a" {
+			t.Fatalf("the multi-acquire whose own lease passed on: %v, want *LockHeldError on a", err)
+		}
+		if st, _ := s.Status(t.Context(), "a"); st.Holder != "y" || st.Token != y.Token || !st.Expires.Equal(y.Expires) {
+			t.Fatalf("a is %+v, want y's lease untouched", st)
+		}
+		acquire(t, s, "b", "z", time.Minute) // b was given back
+	})
+}

@@ -67,25 +67,23 @@ func (s *Service) AcquirePermit(ctx context.Context, resource, holder string, li
 	return l, err
 }
 
-// tryPermitLocked grants holder a permit now if one is free and nobody waits
-// before it, or gives it its own again; otherwise it refuses (wait 0, or the
-// queue full) or queues holder and returns its waiter.
+// tryPermitLocked gives holder its own permit again, or queues holder and
+// serves the queue, granting holder a permit now if one is free and nobody
+// waits before it; otherwise it refuses (wait 0, or the queue full) or
+// returns holder's waiter, queued. Queueing before serving is what makes a
+// slot freed at any time found: before the serve, by the serve itself; after
+// it, by the slot's own call to permitsFreed.
 func (s *Service) tryPermitLocked(ctx context.Context, resource string, sem *semaphore, holder string, limit int, ttl, wait time.Duration) (fence.Lease, *waiter, error) {
 	owner := fence.OwnerOf(ctx)
 	if sem.limit != limit {
-		if sem.limit != 0 && !s.semaphoreIdleLocked(resource, sem) {
+		if sem.limit != 0 && (len(sem.queue) > 0 || !s.semaphoreIdleLocked(resource, sem)) {
 			rejectionsTotal.WithLabelValues("limit_mismatch").Inc()
 			return fence.Lease{}, nil, fmt.Errorf("lock: acquire %q: %w: limit %d differs from %d, the limit of the permits held or waited for now",
 				resource, fence.ErrBadRequest, limit, sem.limit)
 		}
 		sem.limit = limit
 	}
-	if len(sem.queue) > 0 {
-		s.servePermitsLocked(resource, sem) // the queue comes first
-	}
 	now := s.now()
-	free := 0
-	var retry time.Duration
 	for i := 1; i <= limit; i++ {
 		slot := fence.SlotResource(resource, i, limit)
 		e, err := s.enterSlot(slot)
@@ -93,8 +91,7 @@ func (s *Service) tryPermitLocked(ctx context.Context, resource string, sem *sem
 			return fence.Lease{}, nil, fmt.Errorf("lock: acquire %q: %w", resource, err)
 		}
 		s.expireLocked(slot, e, now)
-		switch {
-		case e.lease != nil && e.lease.Holder == holder:
+		if e.lease != nil && e.lease.Holder == holder {
 			// A retry by the holder: its own permit again, as for a lock.
 			l, err := fence.Lease{}, s.forbiddenLocked("acquire", slot, e, owner)
 			if err == nil {
@@ -102,36 +99,29 @@ func (s *Service) tryPermitLocked(ctx context.Context, resource string, sem *sem
 			}
 			s.leaveSlot(slot, e)
 			return l, nil, err
-		case e.lease != nil:
-			retry = soonest(retry, e.lease.Expires.Sub(now))
-		case s.delayedLocked(e, now):
-			retry = soonest(retry, e.delayUntil.Sub(now))
-		case free == 0:
-			free = i
 		}
 		s.leaveSlot(slot, e)
 	}
-	if free > 0 && len(sem.queue) == 0 {
-		slot := fence.SlotResource(resource, free, limit)
-		e, err := s.enterSlot(slot)
-		if err != nil {
-			return fence.Lease{}, nil, fmt.Errorf("lock: acquire %q: %w", resource, err)
-		}
-		defer s.leaveSlot(slot, e)
-		l, err := s.grantLocked(ctx, slot, e, holder, owner, ttl)
-		return l, nil, err
-	}
-	if wait <= 0 || (s.MaxWaiters > 0 && len(sem.queue) >= s.MaxWaiters) {
-		if wait > 0 {
-			waitersRejectedTotal.Inc()
-		}
-		rejectionsTotal.WithLabelValues("lock_held").Inc()
-		return fence.Lease{}, nil, &fence.LockHeldError{Resource: resource, RetryAfter: retry}
-	}
+	full := s.MaxWaiters > 0 && len(sem.queue) >= s.MaxWaiters
 	w := &waiter{ctx: ctx, holder: holder, owner: owner, ttl: ttl, resultC: make(chan result, 1)}
 	sem.queue = append(sem.queue, w)
 	waiters.Inc()
-	return fence.Lease{}, w, nil
+	s.servePermitsLocked(resource, sem)
+	select {
+	case r := <-w.resultC:
+		return r.lease, nil, r.err
+	default:
+	}
+	if wait > 0 && !full {
+		return fence.Lease{}, w, nil
+	}
+	sem.queue.remove(w)
+	if wait > 0 {
+		waitersRejectedTotal.Inc()
+	}
+	rejectionsTotal.WithLabelValues("lock_held").Inc()
+	_, retry := s.slotsLocked(resource, sem)
+	return fence.Lease{}, nil, &fence.LockHeldError{Resource: resource, RetryAfter: max(retry, 0)}
 }
 
 // soonest returns the shorter of two waits, a zero one counting as none.
@@ -292,10 +282,11 @@ func (s *Service) leaveSlot(slot string, e *entry) {
 	s.unrefQuiet(slot, e)
 }
 
-// restorePermit counts a restored lease on a slot resource in its semaphore,
-// whose limit is in the slot's name. Open calls it before serving.
-func (s *Service) restorePermit(l fence.Lease) {
-	resource, _, n, ok := fence.ParseSlot(l.Resource)
+// restorePermit counts a restored lease or lock-delay on the slot resource
+// slot in its semaphore, whose limit is in the slot's name. Open calls it
+// before serving.
+func (s *Service) restorePermit(slot string) {
+	resource, _, n, ok := fence.ParseSlot(slot)
 	if !ok {
 		return
 	}

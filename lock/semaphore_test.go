@@ -3,6 +3,8 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -216,4 +218,32 @@ func TestService_PermitsNeverExceedLimit(t *testing.T) {
 	if m := most.Load(); m > limit || m < 2 {
 		t.Fatalf("at most %d held a permit at once, want 2..%d", m, limit)
 	}
+}
+
+// TestService_PermitDelayRestored restarts a service while the only busy
+// slot of a semaphore is in its lock-delay: the semaphore comes back with
+// its limit, so that another limit, whose slots the paused holder's fence
+// would not cover, is still refused.
+func TestService_PermitDelayRestored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := memory.New()
+		openDelayed := func() *lock.Service {
+			s := lock.NewService(db)
+			s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+			s.LockDelay = 10 * time.Second
+			if err := s.Open(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		s1 := openDelayed()
+		permit(t, s1, "jobs", "a", 2, time.Second)
+		time.Sleep(2 * time.Second) // a expires: its slot's lock-delay starts
+		s1.Close()
+		s2 := openDelayed()
+		if _, err := s2.AcquirePermit(t.Context(), "jobs", "b", 3, time.Minute, 0); !errors.Is(err, fence.ErrBadRequest) {
+			t.Fatalf("limit 3 while a slot of limit 2 is in its lock-delay: %v, want ErrBadRequest", err)
+		}
+	})
 }

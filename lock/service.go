@@ -64,7 +64,7 @@ type Service struct {
 
 	mu        sync.Mutex // guards resources and entry.refs; taken before an entry's mu, never after
 	resources map[string]*entry
-	semsMu    sync.Mutex            // guards sems; taken alone
+	semsMu    sync.Mutex            // guards sems; taken last (under a semaphore's mu at most)
 	sems      map[string]*semaphore // the semaphores with permits held or waited for (semaphore.go)
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -93,7 +93,7 @@ type entry struct {
 	lease   *fence.Lease
 	granted time.Time   // when lease was granted; zero for a restored lease, whose grant time is unknown
 	timer   *time.Timer // fires at lease.Expires
-	queue   waiterQueue // empty while the resource is free, except during a lock-delay
+	queue   waiterQueue // empty while the resource is free, except during a lock-delay or a reservation
 
 	delayUntil time.Time   // while lease == nil: no grant before it (lock-delay); zero if none
 	delayTimer *time.Timer // fires at delayUntil
@@ -159,12 +159,13 @@ func (s *Service) Open(ctx context.Context) error {
 		s.setLeaseLocked(e, l)
 		leasesHeld.Inc()
 		s.record(changeRestored, l, l.Token)
-		s.restorePermit(l)
+		s.restorePermit(l.Resource)
 	}
 	for _, d := range delays {
 		e := &entry{}
 		s.resources[d.Resource] = e
 		s.delayLocked(d.Resource, e, s.now().Add(d.Delay), d.Delay)
+		s.restorePermit(d.Resource)
 	}
 	return nil
 }
