@@ -3,8 +3,6 @@ package lock_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -228,14 +226,7 @@ func TestService_PermitDelayRestored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		db := memory.New()
 		openDelayed := func() *lock.Service {
-			s := lock.NewService(db)
-			s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-			s.LockDelay = 10 * time.Second
-			if err := s.Open(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
+			return openLedger(t, db, func(s *lock.Service) { s.LockDelay = 10 * time.Second })
 		}
 		s1 := openDelayed()
 		permit(t, s1, "jobs", "a", 2, time.Second)

@@ -23,10 +23,15 @@ func open(t *testing.T, db *memory.DB) *lock.Service {
 	return openLedger(t, db)
 }
 
-func openLedger(t *testing.T, ledger fence.Ledger) *lock.Service {
+// openLedger opens a lock service on ledger, each of configure applied
+// to it before Open.
+func openLedger(t *testing.T, ledger fence.Ledger, configure ...func(*lock.Service)) *lock.Service {
 	t.Helper()
 	s := lock.NewService(ledger)
 	s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, c := range configure {
+		c(s)
+	}
 	if err := s.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
