@@ -295,7 +295,7 @@ touch "$DIR/c.started"; while :; do sleep 0.01; done`, "--handover", "--wait", "
 // TestLock_RollingRestart restarts three fence lock --handover workers one
 // after another, as a rolling update does, each stopped by SIGTERM while
 // the others wait. Each worker's command writes its token, every 10 ms,
-// until 200 ms after its SIGTERM. At every hand-over the next worker's
+// until 1 s after its SIGTERM (long enough for a successor to start on a loaded machine). At every hand-over the next worker's
 // command must start before the stopped one's ends (no gap), and no write
 // of a stopped worker may be accepted after the successor's first (no
 // overlap). Without --handover the successor starts only once the old
@@ -313,7 +313,7 @@ echo "start $(now)" >> "$log"; stop=
 trap 'stop=$(now)' TERM
 while :; do
 	if "$FENCE_BIN" put "$FENCE_RESOURCE" k "$FENCE_TOKEN" 2>/dev/null; then echo "ok $(now) $FENCE_TOKEN" >> "$log"; fi
-	if [ -n "$stop" ] && [ $(( $(now) - stop )) -gt 200000000 ]; then echo "end $(now)" >> "$log"; exit 0; fi
+	if [ -n "$stop" ] && [ $(( $(now) - stop )) -gt 1000000000 ]; then echo "end $(now)" >> "$log"; exit 0; fi
 	sleep 0.01
 done`
 	procs := map[string]*exec.Cmd{}
