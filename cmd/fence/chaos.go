@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -382,13 +381,11 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 // harness's TLS configuration, and the files, made absolute, for its
 // clients.
 func chaosClientTLS(cfg *chaos.Config, c *clientConfig) error {
-	hc, err := c.httpClient()
+	tc, err := c.tlsConfig()
 	if err != nil {
 		return &usageError{fmt.Errorf("chaos: %w", err)}
 	}
-	if hc != nil {
-		cfg.TLS = hc.Transport.(*http.Transport).TLSClientConfig
-	}
+	cfg.TLS = tc
 	cfg.AuthToken = c.AuthToken
 	for _, f := range []struct {
 		dst *string
@@ -475,12 +472,10 @@ func chaosWorkerCmd(ctx context.Context, args []string, std stdio) error {
 	if cfg.GuardAddr != "" {
 		cfg.Guard = os.Getenv(chaos.GuardEnv)
 	}
-	hc, err := tlsFiles.httpClient()
+	tc, err := tlsFiles.tlsConfig()
 	if err != nil {
 		return &usageError{fmt.Errorf("chaos-worker: %w", err)}
 	}
-	if hc != nil {
-		cfg.TLS = hc.Transport.(*http.Transport).TLSClientConfig
-	}
+	cfg.TLS = tc
 	return chaos.RunWorker(ctx, cfg, std.out)
 }

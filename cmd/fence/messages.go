@@ -16,6 +16,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/client"
+	"github.com/fence-lock/fence/internal/support/clientcert"
 	"github.com/fence-lock/fence/wire"
 )
 
@@ -194,6 +195,8 @@ func transportMessage(ue *url.Error) string {
 	)
 	inner := ue.Err
 	switch {
+	case errors.Is(inner, clientcert.ErrMissing):
+		return fmt.Sprintf("the server at %s wants a client certificate: give --client-cert and --client-key", server)
 	case strings.Contains(inner.Error(), "server gave HTTP response to HTTPS client"):
 		return fmt.Sprintf("the server at %s answered in plain HTTP: write http:// in --addr", server)
 	case errors.As(inner, &rec):

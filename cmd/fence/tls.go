@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+
+	"github.com/fence-lock/fence/internal/support/clientcert"
 )
 
 // validateTLS checks the TLS flags of fence serve.
@@ -70,8 +72,19 @@ func certName(r *http.Request) string {
 }
 
 // httpClient returns the HTTP client of the client commands: nil (the
-// default) without --cacert, --client-cert and --client-key.
+// default) without --cacert, --client-cert and --client-key. Its errors
+// say when the server wanted a client certificate that was not given.
 func (c *clientConfig) httpClient() (*http.Client, error) {
+	tc, err := c.tlsConfig()
+	if tc == nil || err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: clientcert.NewTransport(http.DefaultTransport.(*http.Transport), tc)}, nil
+}
+
+// tlsConfig returns the TLS configuration of the client flags: nil
+// without --cacert, --client-cert and --client-key.
+func (c *clientConfig) tlsConfig() (*tls.Config, error) {
 	if c.CACert == "" && c.ClientCert == "" && c.ClientKey == "" {
 		return nil, nil
 	}
@@ -93,7 +106,5 @@ func (c *clientConfig) httpClient() (*http.Client, error) {
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = tc
-	return &http.Client{Transport: tr}, nil
+	return tc, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/auth"
 	"github.com/fence-lock/fence/client"
+	"github.com/fence-lock/fence/internal/support/clientcert"
 	"github.com/fence-lock/fence/wire"
 )
 
@@ -204,8 +205,10 @@ func TestServeClientCA(t *testing.T) {
 
 	// No client certificate: refused at the handshake.
 	noCert := tlsClient(t, "https://"+addr, clientConfig{CACert: pki.caFile})
-	if _, err := noCert.Acquire(ctx, "orders/1", "h", 10*time.Second, 0); err == nil || errors.Is(err, fence.ErrUnauthorized) {
-		t.Fatalf("Acquire without a client certificate: %v, want a TLS error", err)
+	if _, err := noCert.Acquire(ctx, "orders/1", "h", 10*time.Second, 0); !errors.Is(err, clientcert.ErrMissing) {
+		t.Fatalf("Acquire without a client certificate: %v, want clientcert.ErrMissing", err)
+	} else if want := "the server at https://" + addr + " wants a client certificate: give --client-cert and --client-key"; describe(err) != want {
+		t.Errorf("the message is %q, want %q", describe(err), want)
 	}
 	// A client certificate from another CA: refused too.
 	other := newTestPKI(t)

@@ -19,6 +19,7 @@ import (
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/client"
 	"github.com/fence-lock/fence/httpapi"
+	"github.com/fence-lock/fence/internal/support/clientcert"
 	"github.com/fence-lock/fence/internal/tools/chaos/history"
 	"github.com/fence-lock/fence/internal/tools/chaos/proxy"
 )
@@ -345,7 +346,7 @@ func (r *run) preflight(ctx context.Context) error {
 	api.Retries, api.AuthToken = 0, r.cfg.AuthToken
 	api.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	if r.cfg.TLS != nil {
-		api.HTTPClient.Transport = &http.Transport{TLSClientConfig: r.cfg.TLS.Clone()}
+		api.HTTPClient.Transport = clientcert.NewTransport(&http.Transport{}, r.cfg.TLS)
 	}
 	need := fmt.Sprintf("the run needs lock, read and write on r0..r%d", r.cfg.Resources-1)
 	if r.cfg.Guard != "" {
@@ -355,6 +356,8 @@ func (r *run) preflight(ctx context.Context) error {
 	switch {
 	case err == nil, errors.Is(err, fence.ErrNotFound):
 	case errors.Is(err, fence.ErrForbidden) && r.cfg.Guard != "":
+	case errors.Is(err, clientcert.ErrMissing):
+		return fmt.Errorf("chaos: the server at %s wants a client certificate: give --client-cert and --client-key", r.cfg.Addr)
 	case errors.Is(err, fence.ErrForbidden):
 		return fmt.Errorf("chaos: the server at %s: %w (%s)", r.cfg.Addr, err, need)
 	default:
