@@ -29,6 +29,9 @@ type Lease struct {
 	// send it with writes so that a resource can check the token offline. It
 	// is empty when the server signs nothing.
 	Sequencer string
+	// Session is the session the lease is in (see SessionResource); zero
+	// for a lease of its own.
+	Session SessionRef
 }
 
 // LockStatus describes a resource's lock.
@@ -101,9 +104,12 @@ type Locker interface {
 // may renew or release a restored lease as it did before the restart; the
 // Ledger itself checks no owner.
 type Ledger interface {
-	// Grant records a new lease for holder, owned by OwnerOf(ctx), with the
-	// next token (one more than the last issued), raises the resource's last
-	// fence to it in the same atomic step, and returns the token.
+	// Grant records a new lease for holder, owned by OwnerOf(ctx) and in
+	// the session SessionOf(ctx) (none if zero), with the next token (one
+	// more than the last issued), raises the resource's last fence to it in
+	// the same atomic step, and returns the token. Every other change that
+	// records a new lease records the session too (GrantAll) or none
+	// (Handoff).
 	Grant(ctx context.Context, resource, holder string, ttl time.Duration, expires time.Time) (Token, error)
 	// GrantAll grants every one of resources (distinct names) to holder as
 	// Grant does, owned by OwnerOf(ctx), in one atomic, durable change: all

@@ -28,6 +28,7 @@ func TestLedger(t *testing.T, open func(t *testing.T) Backend) {
 	t.Run("Leases", func(t *testing.T) { testLeases(t, open) })
 	t.Run("Delays", func(t *testing.T) { testDelays(t, open) })
 	t.Run("Owner", func(t *testing.T) { testOwner(t, open) })
+	t.Run("Session", func(t *testing.T) { testSession(t, open) })
 	t.Run("LastToken", func(t *testing.T) { testLastToken(t, open) })
 	t.Run("Floor", func(t *testing.T) { testFloor(t, open) })
 }
@@ -112,7 +113,8 @@ func wantLeases(t *testing.T, b Backend, want ...fence.Lease) {
 func leaseStrings(ls []fence.Lease) []string {
 	s := make([]string, len(ls))
 	for i, l := range ls {
-		s[i] = fmt.Sprintf("{%s holder=%s owner=%q token=%d ttl=%s expires=%d}", l.Resource, l.Holder, l.Owner, l.Token, l.TTL, l.Expires.UnixNano())
+		s[i] = fmt.Sprintf("{%s holder=%s owner=%q token=%d ttl=%s expires=%d session=%s@%d}", l.Resource, l.Holder, l.Owner, l.Token, l.TTL, l.Expires.UnixNano(),
+			l.Session.Resource, l.Session.Token)
 	}
 	sort.Strings(s)
 	return s
@@ -514,4 +516,53 @@ func testOwner(t *testing.T, open func(t *testing.T) Backend) {
 		fence.Lease{Resource: "a", Holder: "A", Token: ta2, TTL: time.Second, Expires: expires1},
 		none,
 		fence.Lease{Resource: "r", Holder: "R", Token: tr2, TTL: time.Second, Expires: expires1})
+}
+
+// testSession checks that Grant and GrantAll record the session in ctx
+// with the lease, that a refresh keeps it, and that every other change
+// that ends the lease or records a new one leaves no session behind.
+func testSession(t *testing.T, open func(t *testing.T) Backend) {
+	b := open(t)
+	ctx := t.Context()
+	sess := fence.SessionRef{Resource: fence.SessionResource("s"), Token: 9}
+	in := fence.WithSession(ctx, sess)
+	ta, err := b.Grant(in, "a", "A", time.Second, expires1)
+	if err != nil {
+		t.Fatalf("Grant in a session: %v", err)
+	}
+	tbc, err := b.GrantAll(in, []string{"b", "c"}, "A", time.Second, expires1)
+	if err != nil {
+		t.Fatalf("GrantAll in a session: %v", err)
+	}
+	tn := grantAt(t, b, "n", "N", time.Second, expires1)
+	lease := func(res string, tok fence.Token, s fence.SessionRef) fence.Lease {
+		holder := "A"
+		if res == "n" {
+			holder = "N"
+		}
+		return fence.Lease{Resource: res, Holder: holder, Token: tok, TTL: time.Second, Expires: expires1, Session: s}
+	}
+	none := fence.SessionRef{}
+	wantLeases(t, b, lease("a", ta, sess), lease("b", tbc[0], sess), lease("c", tbc[1], sess), lease("n", tn, none))
+	// A refresh keeps the session.
+	if _, err := b.Refresh(ctx, "a", ta, time.Second, expires1); err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
+	wantLeases(t, b, lease("a", ta, sess), lease("b", tbc[0], sess), lease("c", tbc[1], sess), lease("n", tn, none))
+	// A hand-off's lease is of its own, even from ctx with a session; an end
+	// and a revoke take the session with the lease, so the next grant
+	// without one records none.
+	next, _, err := b.Handoff(in, "a", ta, "A", time.Second, expires1)
+	if err != nil {
+		t.Fatalf("Handoff: %v", err)
+	}
+	if _, err := b.End(ctx, "b", tbc[0]); err != nil {
+		t.Fatalf("End: %v", err)
+	}
+	if _, _, err := b.Revoke(ctx, "c"); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	tb := grantAt(t, b, "b", "A", time.Second, expires1)
+	tc := grantAt(t, b, "c", "A", time.Second, expires1)
+	wantLeases(t, b, lease("a", next, none), lease("b", tb, none), lease("c", tc, none), lease("n", tn, none))
 }

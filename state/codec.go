@@ -17,12 +17,15 @@ import (
 // Resource records: version 1 is LastToken, LastFence, LeaseToken, TTL,
 // Expires, Holder; version 2 (written since lock-delays are recorded)
 // appends Delay; version 3 (written since leases record their owner)
-// appends Owner. Older versions decode with the fields they lack zero: no
-// delay, no owner. Entry records: version 1 is Rev, Token, Value.
+// appends Owner; version 4 (written since leases may be in a session)
+// appends Session and SessionToken. Older versions decode with the fields
+// they lack zero: no delay, no owner, no session. Entry records: version 1
+// is Rev, Token, Value.
 const (
 	recordV1 = 1
 	recordV2 = 2
 	recordV3 = 3
+	recordV4 = 4
 )
 
 // ErrCorrupt means a stored record does not decode.
@@ -30,8 +33,8 @@ var ErrCorrupt = errors.New("state: corrupt record")
 
 // EncodeResource returns r as a record, in the newest format.
 func EncodeResource(r Resource) []byte {
-	b := make([]byte, 0, 66+len(r.Holder)+len(r.Owner))
-	b = append(b, recordV3)
+	b := make([]byte, 0, 78+len(r.Holder)+len(r.Owner)+len(r.Session))
+	b = append(b, recordV4)
 	b = binary.AppendUvarint(b, uint64(r.LastToken))
 	b = binary.AppendUvarint(b, uint64(r.LastFence))
 	b = binary.AppendUvarint(b, uint64(r.LeaseToken))
@@ -41,14 +44,17 @@ func EncodeResource(r Resource) []byte {
 	b = append(b, r.Holder...)
 	b = binary.AppendVarint(b, int64(r.Delay))
 	b = binary.AppendUvarint(b, uint64(len(r.Owner)))
-	return append(b, r.Owner...)
+	b = append(b, r.Owner...)
+	b = binary.AppendUvarint(b, uint64(len(r.Session)))
+	b = append(b, r.Session...)
+	return binary.AppendUvarint(b, uint64(r.SessionToken))
 }
 
 // DecodeResource decodes a record of any version; ErrCorrupt if it does not decode.
 func DecodeResource(b []byte) (Resource, error) {
 	d := decoder{b: b}
 	version := d.byte()
-	if version < recordV1 || version > recordV3 {
+	if version < recordV1 || version > recordV4 {
 		return Resource{}, fmt.Errorf("%w: resource record version", ErrCorrupt)
 	}
 	r := Resource{
@@ -64,6 +70,10 @@ func DecodeResource(b []byte) (Resource, error) {
 	}
 	if version >= recordV3 {
 		r.Owner = string(d.bytes(d.uvarint()))
+	}
+	if version >= recordV4 {
+		r.Session = string(d.bytes(d.uvarint()))
+		r.SessionToken = fence.Token(d.uvarint())
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return Resource{}, fmt.Errorf("%w: resource record", ErrCorrupt)

@@ -19,6 +19,7 @@ var testResources = []Resource{
 		Owner: string(bytes.Repeat([]byte{'o'}, 300)), TTL: math.MaxInt64, Expires: math.MinInt64, Delay: math.MinInt64},
 	{LastToken: math.MaxUint64, TTL: -1, Holder: "\x00\xff", Owner: "\xff\x00"}, // not valid state, but the codec must not care
 	{LastToken: 12, LastFence: 12, LeaseToken: 12, Holder: "worker-a", Owner: "alice", TTL: time.Second, Expires: 1},
+	{LastToken: 4, LastFence: 4, LeaseToken: 4, Holder: "w", TTL: time.Second, Session: ".session/w", SessionToken: fence.MaxToken},
 }
 
 func TestDecodeResource(t *testing.T) {
@@ -40,22 +41,33 @@ func TestDecodeResource(t *testing.T) {
 			t.Fatalf("DecodeResource(v2)=%+v, %v; want %+v", got, err, want)
 		}
 	})
-	// The format written now, byte for byte: version 3, then the fields of
-	// version 2, then the owner, length-prefixed.
+	// Records written before sessions still decode, with no session.
 	t.Run("Version3", func(t *testing.T) {
 		r := Resource{LastToken: 9, LastFence: 8, LeaseToken: 9, TTL: time.Second, Expires: 1, Holder: "hi", Delay: 10, Owner: "alice"}
 		v3 := []byte{recordV3, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i', 0x14, 5, 'a', 'l', 'i', 'c', 'e'}
-		if got := EncodeResource(r); !bytes.Equal(got, v3) {
-			t.Fatalf("EncodeResource(%+v)=%x, want %x", r, got, v3)
-		}
 		if got, err := DecodeResource(v3); err != nil || got != r {
 			t.Fatalf("DecodeResource(v3)=%+v, %v; want %+v", got, err, r)
 		}
-		// Without an owner, the record still ends with its (zero) length.
-		r.Owner = ""
-		noOwner := []byte{recordV3, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i', 0x14, 0}
-		if got := EncodeResource(r); !bytes.Equal(got, noOwner) {
-			t.Fatalf("EncodeResource(%+v)=%x, want %x", r, got, noOwner)
+	})
+	// The format written now, byte for byte: version 4, then the fields of
+	// version 3, then the session's resource, length-prefixed, and token.
+	t.Run("Version4", func(t *testing.T) {
+		r := Resource{LastToken: 9, LastFence: 8, LeaseToken: 9, TTL: time.Second, Expires: 1, Holder: "hi", Delay: 10, Owner: "alice",
+			Session: ".session/s", SessionToken: 3}
+		v4 := []byte{recordV4, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i', 0x14, 5, 'a', 'l', 'i', 'c', 'e',
+			10, '.', 's', 'e', 's', 's', 'i', 'o', 'n', '/', 's', 3}
+		if got := EncodeResource(r); !bytes.Equal(got, v4) {
+			t.Fatalf("EncodeResource(%+v)=%x, want %x", r, got, v4)
+		}
+		if got, err := DecodeResource(v4); err != nil || got != r {
+			t.Fatalf("DecodeResource(v4)=%+v, %v; want %+v", got, err, r)
+		}
+		// Without an owner or a session, the record still ends with their
+		// (zero) lengths and token.
+		r.Owner, r.Session, r.SessionToken = "", "", 0
+		bare := []byte{recordV4, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i', 0x14, 0, 0, 0}
+		if got := EncodeResource(r); !bytes.Equal(got, bare) {
+			t.Fatalf("EncodeResource(%+v)=%x, want %x", r, got, bare)
 		}
 	})
 	t.Run("OK", func(t *testing.T) {
@@ -88,18 +100,26 @@ func TestDecodeResource(t *testing.T) {
 		head := []byte{recordV1, 1, 1, 1, 1, 2}             // up to the holder's length
 		head3 := []byte{recordV3, 1, 1, 1, 1, 2, 1, 'h', 0} // up to the owner's length
 		noOwnerLength := EncodeResource(testResources[2])
-		noOwnerLength = noOwnerLength[:len(noOwnerLength)-1] // a version 3 record that stops after the delay
+		noOwnerLength = noOwnerLength[:len(noOwnerLength)-3] // a version 4 record that stops after the delay
+		noSession := EncodeResource(testResources[5])
+		noSession = noSession[:len(noSession)-2]               // a version 4 record that stops after the owner
+		head4 := []byte{recordV4, 1, 1, 1, 1, 2, 1, 'h', 0, 0} // up to the session's length
 		for _, c := range []struct {
 			name string
 			b    []byte
 		}{
 			{"Empty", nil},
 			{"Version0", append([]byte{0}, good[1:]...)},
-			{"Version4", append([]byte{4}, good[1:]...)},
+			{"Version5", append([]byte{5}, good[1:]...)},
 			{"TrailingByte", append(bytes.Clone(good), 0)},
 			{"V3TrailingByte", append(bytes.Clone(owned), 0)},
 			{"V2WithOwner", append([]byte{recordV2}, owned[1:]...)},
-			{"V3WithoutOwner", noOwnerLength},
+			{"V4WithoutOwner", noOwnerLength},
+			{"V4WithoutSession", noSession},
+			{"V3WithSession", append([]byte{recordV3}, EncodeResource(testResources[6])[1:]...)},
+			{"SessionLongerThanRecord", append(bytes.Clone(head4), 5, 'a', 'b')},
+			{"SessionWithoutToken", append(bytes.Clone(head4), 1, 's')},
+			{"SessionLengthHuge", binary.AppendUvarint(bytes.Clone(head4), 1<<40)},
 			{"OwnerLongerThanRecord", append(bytes.Clone(head3), 5, 'a', 'b')},
 			{"OwnerLengthMaxUint64", binary.AppendUvarint(bytes.Clone(head3), math.MaxUint64)},
 			{"OwnerLengthHuge", binary.AppendUvarint(bytes.Clone(head3), 1<<40)},
@@ -202,7 +222,8 @@ func FuzzDecodeResource(f *testing.F) {
 			t.Fatalf("DecodeResource(%x): err=%v, want ErrCorrupt", b, err)
 		}
 		r := Resource{LastToken: fence.Token(lastToken), LastFence: fence.Token(lastFence), LeaseToken: fence.Token(leaseToken),
-			Holder: holder, Owner: owner, TTL: time.Duration(ttl), Expires: expires, Delay: time.Duration(delay)}
+			Holder: holder, Owner: owner, TTL: time.Duration(ttl), Expires: expires, Delay: time.Duration(delay),
+			Session: holder + owner, SessionToken: fence.Token(lastFence)} // the inputs stay those of the corpus
 		got, err := DecodeResource(EncodeResource(r))
 		if err != nil || got != r {
 			t.Fatalf("DecodeResource(EncodeResource(%+v))=%+v, %v", r, got, err)

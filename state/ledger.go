@@ -12,10 +12,10 @@ import (
 // each as its rule over a Tx and then the DB method that commits it: one
 // place per operation.
 
-// Grant records a new lease for holder, owned by owner, with the resource's
-// next token and raises its fence to that token, so that every holder of an
-// older token is fenced at once.
-func Grant(tx Tx, resource, holder, owner string, ttl time.Duration, expires time.Time) (fence.Token, error) {
+// Grant records a new lease for holder, owned by owner and in session (none
+// if zero), with the resource's next token and raises its fence to that
+// token, so that every holder of an older token is fenced at once.
+func Grant(tx Tx, resource, holder, owner string, session fence.SessionRef, ttl time.Duration, expires time.Time) (fence.Token, error) {
 	r, err := tx.Resource(resource)
 	if err != nil {
 		return 0, err
@@ -26,6 +26,7 @@ func Grant(tx Tx, resource, holder, owner string, ttl time.Duration, expires tim
 	token := r.LastToken + 1
 	r.LastToken, r.LastFence = token, max(r.LastFence, token)
 	r.LeaseToken, r.Holder, r.Owner, r.TTL, r.Expires = token, holder, owner, ttl, expires.UnixNano()
+	r.Session, r.SessionToken = session.Resource, session.Token
 	r.Delay = 0
 	if err := tx.SetResource(resource, r); err != nil {
 		return 0, err
@@ -33,12 +34,13 @@ func Grant(tx Tx, resource, holder, owner string, ttl time.Duration, expires tim
 	return token, nil
 }
 
-// Grant implements fence.Ledger: the lease is owned by fence.OwnerOf(ctx).
+// Grant implements fence.Ledger: the lease is owned by fence.OwnerOf(ctx)
+// and in the session fence.SessionOf(ctx).
 func (db *DB) Grant(ctx context.Context, resource, holder string, ttl time.Duration, expires time.Time) (fence.Token, error) {
 	var token fence.Token
-	owner := fence.OwnerOf(ctx)
+	owner, session := fence.OwnerOf(ctx), fence.SessionOf(ctx)
 	err := db.Update(ctx, func(tx Tx) (err error) {
-		token, err = Grant(tx, resource, holder, owner, ttl, expires)
+		token, err = Grant(tx, resource, holder, owner, session, ttl, expires)
 		return err
 	})
 	return token, db.wrap(err, "grant %q", resource)
@@ -49,7 +51,7 @@ func (db *DB) Grant(ctx context.Context, resource, holder string, ttl time.Durat
 // is a change's own answer and does not roll the transaction back, so a
 // resource that cannot be granted (out of tokens) must leave the others
 // ungranted itself.
-func GrantAll(tx Tx, resources []string, holder, owner string, ttl time.Duration, expires time.Time) ([]fence.Token, error) {
+func GrantAll(tx Tx, resources []string, holder, owner string, session fence.SessionRef, ttl time.Duration, expires time.Time) ([]fence.Token, error) {
 	for _, name := range resources {
 		r, err := tx.Resource(name)
 		if err != nil {
@@ -64,19 +66,20 @@ func GrantAll(tx Tx, resources []string, holder, owner string, ttl time.Duration
 	tokens := make([]fence.Token, len(resources))
 	for i, name := range resources {
 		var err error
-		if tokens[i], err = Grant(tx, name, holder, owner, ttl, expires); err != nil {
+		if tokens[i], err = Grant(tx, name, holder, owner, session, ttl, expires); err != nil {
 			return nil, err
 		}
 	}
 	return tokens, nil
 }
 
-// GrantAll implements fence.Ledger: one commit, owned by fence.OwnerOf(ctx).
+// GrantAll implements fence.Ledger: one commit, owned by fence.OwnerOf(ctx),
+// in the session fence.SessionOf(ctx).
 func (db *DB) GrantAll(ctx context.Context, resources []string, holder string, ttl time.Duration, expires time.Time) ([]fence.Token, error) {
 	var tokens []fence.Token
-	owner := fence.OwnerOf(ctx)
+	owner, session := fence.OwnerOf(ctx), fence.SessionOf(ctx)
 	err := db.Update(ctx, func(tx Tx) (err error) {
-		tokens, err = GrantAll(tx, resources, holder, owner, ttl, expires)
+		tokens, err = GrantAll(tx, resources, holder, owner, session, ttl, expires)
 		return err
 	})
 	return tokens, db.wrap(err, "grant %q", resources)
@@ -115,7 +118,7 @@ func End(tx Tx, resource string, token fence.Token) (fence.Token, error) {
 	if !r.leased(token) {
 		return r.LastFence, nil
 	}
-	r.LeaseToken, r.Holder, r.Owner, r.TTL, r.Expires = 0, "", "", 0, 0
+	r.endLease()
 	return r.LastFence, tx.SetResource(resource, r)
 }
 
@@ -152,7 +155,7 @@ func Handoff(tx Tx, resource string, token fence.Token, holder, owner string, tt
 	if _, err := End(tx, resource, token); err != nil {
 		return 0, 0, err
 	}
-	if next, err = Grant(tx, resource, holder, owner, ttl, expires); err != nil {
+	if next, err = Grant(tx, resource, holder, owner, fence.SessionRef{}, ttl, expires); err != nil {
 		return 0, 0, err
 	}
 	if r, err = tx.Resource(resource); err != nil {
@@ -187,7 +190,8 @@ func Revoke(tx Tx, resource string) (lastFence, revoked fence.Token, err error) 
 	revoked = r.LeaseToken
 	token := r.LastToken + 1
 	r.LastToken, r.LastFence = token, max(r.LastFence, token)
-	r.LeaseToken, r.Holder, r.Owner, r.TTL, r.Expires, r.Delay = 0, "", "", 0, 0, 0
+	r.endLease()
+	r.Delay = 0
 	if err := tx.SetResource(resource, r); err != nil {
 		return 0, 0, err
 	}
@@ -248,6 +252,12 @@ func (db *DB) Leases(ctx context.Context) ([]fence.Lease, []fence.LockDelay, err
 	return leases, delays, nil
 }
 
+// endLease clears the recorded lease.
+func (r *Resource) endLease() {
+	r.LeaseToken, r.Holder, r.Owner, r.TTL, r.Expires = 0, "", "", 0, 0
+	r.Session, r.SessionToken = "", 0
+}
+
 // leased reports whether token is the lease recorded in r.
 func (r Resource) leased(token fence.Token) bool {
 	return r.LeaseToken != 0 && r.LeaseToken == token
@@ -267,5 +277,5 @@ func (r Resource) Lease(name string) (fence.Lease, bool) {
 		return fence.Lease{}, false
 	}
 	return fence.Lease{Resource: name, Holder: r.Holder, Owner: r.Owner, Token: r.LeaseToken, TTL: r.TTL,
-		Expires: time.Unix(0, r.Expires)}, true
+		Expires: time.Unix(0, r.Expires), Session: fence.SessionRef{Resource: r.Session, Token: r.SessionToken}}, true
 }

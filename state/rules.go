@@ -21,6 +21,10 @@ type Resource struct {
 	// Delay is the length of the lock-delay in progress since the last lease
 	// expired; 0 if none. A restore gives it its full length again.
 	Delay time.Duration
+	// Session and SessionToken name the session the current lease is in
+	// (fence.SessionRef); "" and 0 for a lease of its own.
+	Session      string
+	SessionToken fence.Token
 }
 
 // Entry is a stored value.

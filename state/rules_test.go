@@ -166,7 +166,7 @@ func TestGrant(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		tx := newTx()
 		for want := fence.Token(1); want <= 3; want++ {
-			tok, err := state.Grant(tx, "a", fmt.Sprint("h", want), fmt.Sprint("p", want), time.Second, exp)
+			tok, err := state.Grant(tx, "a", fmt.Sprint("h", want), fmt.Sprint("p", want), fence.SessionRef{}, time.Second, exp)
 			if err != nil || tok != want {
 				t.Fatalf("Grant=%d, %v; want %d, nil", tok, err, want)
 			}
@@ -184,7 +184,7 @@ func TestGrant(t *testing.T) {
 	t.Run("FenceNeverDown", func(t *testing.T) {
 		tx := newTx()
 		tx.resources["a"] = state.Resource{LastToken: 2, LastFence: 9}
-		if tok, err := state.Grant(tx, "a", "h", "", time.Second, exp); err != nil || tok != 3 {
+		if tok, err := state.Grant(tx, "a", "h", "", fence.SessionRef{}, time.Second, exp); err != nil || tok != 3 {
 			t.Fatalf("Grant=%d, %v; want 3, nil", tok, err)
 		}
 		if f := tx.resources["a"].LastFence; f != 9 {
@@ -195,20 +195,20 @@ func TestGrant(t *testing.T) {
 	t.Run("ErrTokensExhausted", func(t *testing.T) {
 		tx := newTx()
 		tx.resources["a"] = state.Resource{LastToken: fence.MaxToken - 1, LastFence: fence.MaxToken - 1}
-		tok, err := state.Grant(tx, "a", "last", "", time.Second, exp)
+		tok, err := state.Grant(tx, "a", "last", "", fence.SessionRef{}, time.Second, exp)
 		if err != nil || tok != fence.MaxToken {
 			t.Fatalf("Grant=%d, %v; want %d, nil", tok, err, fence.MaxToken)
 		}
 		before := tx.clone()
 		for range 2 {
-			tok, err = state.Grant(tx, "a", "h", "", time.Second, exp)
+			tok, err = state.Grant(tx, "a", "h", "", fence.SessionRef{}, time.Second, exp)
 			if !errors.Is(err, state.ErrTokensExhausted) {
 				t.Fatalf("Grant=%d, %v; want ErrTokensExhausted", tok, err)
 			}
 			tx.same(t, before)
 		}
 		// Other resources are not affected.
-		if tok, err := state.Grant(tx, "b", "h", "", time.Second, exp); err != nil || tok != 1 {
+		if tok, err := state.Grant(tx, "b", "h", "", fence.SessionRef{}, time.Second, exp); err != nil || tok != 1 {
 			t.Fatalf("Grant(b)=%d, %v; want 1, nil", tok, err)
 		}
 	})
@@ -218,7 +218,7 @@ func TestRevoke(t *testing.T) {
 	exp := time.Unix(1_900_000_000, 5)
 	t.Run("Held", func(t *testing.T) {
 		tx := newTx()
-		tok, _ := state.Grant(tx, "a", "h", "alice", time.Second, exp)
+		tok, _ := state.Grant(tx, "a", "h", "alice", fence.SessionRef{}, time.Second, exp)
 		lastFence, revoked, err := state.Revoke(tx, "a")
 		if err != nil || lastFence != tok+1 || revoked != tok {
 			t.Fatalf("Revoke=%d, %d, %v; want %d, %d, nil", lastFence, revoked, err, tok+1, tok)
@@ -233,7 +233,7 @@ func TestRevoke(t *testing.T) {
 		if _, err := state.Put(tx, "a", "k", nil, tok, fence.Cond{}); !errors.Is(err, fence.ErrFenced) {
 			t.Fatalf("Put with the revoked token: err=%v, want ErrFenced", err)
 		}
-		if next, _ := state.Grant(tx, "a", "h2", "", time.Second, exp); next != tok+2 {
+		if next, _ := state.Grant(tx, "a", "h2", "", fence.SessionRef{}, time.Second, exp); next != tok+2 {
 			t.Fatalf("Grant after Revoke=%d, want %d", next, tok+2)
 		}
 	})
@@ -419,7 +419,7 @@ func TestHandoff(t *testing.T) {
 	exp := time.Unix(1_900_000_000, 5)
 	t.Run("OK", func(t *testing.T) {
 		tx := newTx()
-		old, _ := state.Grant(tx, "a", "h1", "alice", time.Second, exp)
+		old, _ := state.Grant(tx, "a", "h1", "alice", fence.SessionRef{}, time.Second, exp)
 		next, lastFence, err := state.Handoff(tx, "a", old, "h2", "bob", time.Minute, exp.Add(time.Hour))
 		if err != nil || next != old+1 || lastFence != next {
 			t.Fatalf("Handoff=%d, %d, %v; want %d, %d, nil", next, lastFence, err, old+1, old+1)
@@ -430,9 +430,9 @@ func TestHandoff(t *testing.T) {
 		}
 		// The same state as End and then Grant.
 		two := newTx()
-		state.Grant(two, "a", "h1", "alice", time.Second, exp)
+		state.Grant(two, "a", "h1", "alice", fence.SessionRef{}, time.Second, exp)
 		state.End(two, "a", old)
-		state.Grant(two, "a", "h2", "bob", time.Minute, exp.Add(time.Hour))
+		state.Grant(two, "a", "h2", "bob", fence.SessionRef{}, time.Minute, exp.Add(time.Hour))
 		if got := two.resources["a"]; got != want {
 			t.Fatalf("End+Grant: Resource=%+v, want %+v", got, want)
 		}
@@ -524,7 +524,7 @@ func TestRevisionsExhausted(t *testing.T) {
 		t.Fatalf("a refused RaiseFloor left floor %d, revision %d", f, tx.rev)
 	}
 	tx.rev = state.MaxRev
-	token, err := state.Grant(tx, "r", "h", "", time.Second, time.Now().Add(time.Second))
+	token, err := state.Grant(tx, "r", "h", "", fence.SessionRef{}, time.Second, time.Now().Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

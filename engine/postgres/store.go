@@ -21,7 +21,7 @@ const DefaultElectionTTL = 2 * time.Second
 // StoreSchema is the DDL of the tables a Store keeps fence's state in
 // (OpenStore creates them if they do not exist): the leader row, with the
 // writer epoch, the leader's lease and the store revision; one row per
-// resource (with its lease's holder and owner) and per entry; and the servers that share the store. Put them in
+// resource (with its lease's holder, owner and session) and per entry; and the servers that share the store. Put them in
 // a schema of their own with search_path in the connection string.
 const StoreSchema = `
 CREATE TABLE IF NOT EXISTS fence_leader (
@@ -43,13 +43,22 @@ CREATE TABLE IF NOT EXISTS fence_resources (
 	expires_ns  bigint NOT NULL,
 	delay_ns    bigint NOT NULL,
 	owner       text NOT NULL DEFAULT '',
-	owner_token bigint NOT NULL DEFAULT 0
+	owner_token bigint NOT NULL DEFAULT 0,
+	session       text NOT NULL DEFAULT '',
+	session_token bigint NOT NULL DEFAULT 0,
+	session_lease bigint NOT NULL DEFAULT 0
 );
 DO $$ BEGIN
 	IF NOT EXISTS (SELECT 1 FROM information_schema.columns
 		WHERE table_schema = current_schema() AND table_name = 'fence_resources' AND column_name = 'owner_token') THEN
 		ALTER TABLE fence_resources ADD COLUMN IF NOT EXISTS owner text NOT NULL DEFAULT '',
 			ADD COLUMN owner_token bigint NOT NULL DEFAULT 0;
+	END IF;
+	IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = 'fence_resources' AND column_name = 'session_lease') THEN
+		ALTER TABLE fence_resources ADD COLUMN IF NOT EXISTS session text NOT NULL DEFAULT '',
+			ADD COLUMN IF NOT EXISTS session_token bigint NOT NULL DEFAULT 0,
+			ADD COLUMN session_lease bigint NOT NULL DEFAULT 0;
 	END IF;
 END $$;
 CREATE TABLE IF NOT EXISTS fence_entries (
@@ -309,7 +318,9 @@ func (s *Store) Load(ctx context.Context, fn func(name string, r state.Resource)
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT name, last_token, last_fence, lease_token, holder, ttl_ns, expires_ns, delay_ns,
-			CASE WHEN owner_token = lease_token THEN owner ELSE '' END FROM fence_resources`)
+			CASE WHEN owner_token = lease_token THEN owner ELSE '' END,
+			CASE WHEN session_lease = lease_token THEN session ELSE '' END,
+			CASE WHEN session_lease = lease_token THEN session_token ELSE 0 END FROM fence_resources`)
 		if err != nil {
 			return err
 		}
@@ -317,11 +328,12 @@ func (s *Store) Load(ctx context.Context, fn func(name string, r state.Resource)
 		for rows.Next() {
 			var name string
 			var r state.Resource
-			var lastToken, lastFence, leaseToken, ttl, delay int64
-			if err := rows.Scan(&name, &lastToken, &lastFence, &leaseToken, &r.Holder, &ttl, &r.Expires, &delay, &r.Owner); err != nil {
+			var lastToken, lastFence, leaseToken, ttl, delay, sessionToken int64
+			if err := rows.Scan(&name, &lastToken, &lastFence, &leaseToken, &r.Holder, &ttl, &r.Expires, &delay, &r.Owner, &r.Session, &sessionToken); err != nil {
 				return err
 			}
 			r.LastToken, r.LastFence, r.LeaseToken = fence.Token(lastToken), fence.Token(lastFence), fence.Token(leaseToken)
+			r.SessionToken = fence.Token(sessionToken)
 			r.TTL, r.Delay = time.Duration(ttl), time.Duration(delay)
 			if err := fn(name, r); err != nil {
 				return err
@@ -366,24 +378,27 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	}
 	if n := len(c.Resources); n > 0 {
 		names := make([]string, 0, n)
-		var lastToken, lastFence, leaseToken, ttl, expires, delay []int64
-		holders, owners := make([]string, 0, n), make([]string, 0, n)
+		var lastToken, lastFence, leaseToken, ttl, expires, delay, sessionTokens []int64
+		holders, owners, sessions := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
 		for name, r := range c.Resources {
 			names, holders, owners = append(names, name), append(holders, r.Holder), append(owners, r.Owner)
+			sessions, sessionTokens = append(sessions, r.Session), append(sessionTokens, int64(r.SessionToken))
 			lastToken, lastFence, leaseToken = append(lastToken, int64(r.LastToken)), append(lastFence, int64(r.LastFence)), append(leaseToken, int64(r.LeaseToken))
 			ttl, expires, delay = append(ttl, int64(r.TTL)), append(expires, r.Expires), append(delay, int64(r.Delay))
 		}
-		// owner_token says which lease owner belongs to: a server older
-		// than owners changes the lease and leaves owner as it was, which
-		// Load then ignores.
-		b.Queue(`INSERT INTO fence_resources (name, last_token, last_fence, lease_token, holder, ttl_ns, expires_ns, delay_ns, owner, owner_token)
-			SELECT n, lt, lf, le, h, tt, ex, de, o, le FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[])
-				AS u(n, lt, lf, le, h, tt, ex, de, o)
+		// owner_token and session_lease say which lease owner and session
+		// belong to: a server older than owners or sessions changes the
+		// lease and leaves them as they were, which Load then ignores.
+		b.Queue(`INSERT INTO fence_resources (name, last_token, last_fence, lease_token, holder, ttl_ns, expires_ns, delay_ns, owner, owner_token,
+				session, session_token, session_lease)
+			SELECT n, lt, lf, le, h, tt, ex, de, o, le, s, st, le FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::bigint[])
+				AS u(n, lt, lf, le, h, tt, ex, de, o, s, st)
 			ON CONFLICT (name) DO UPDATE SET last_token = EXCLUDED.last_token, last_fence = EXCLUDED.last_fence,
 				lease_token = EXCLUDED.lease_token, holder = EXCLUDED.holder, ttl_ns = EXCLUDED.ttl_ns,
 				expires_ns = EXCLUDED.expires_ns, delay_ns = EXCLUDED.delay_ns, owner = EXCLUDED.owner,
-				owner_token = EXCLUDED.owner_token`,
-			names, lastToken, lastFence, leaseToken, holders, ttl, expires, delay, owners)
+				owner_token = EXCLUDED.owner_token, session = EXCLUDED.session, session_token = EXCLUDED.session_token,
+				session_lease = EXCLUDED.session_lease`,
+			names, lastToken, lastFence, leaseToken, holders, ttl, expires, delay, owners, sessions, sessionTokens)
 	}
 	var putRes, putKeys, delRes, delKeys []string
 	var putRevs, putTokens []int64

@@ -207,9 +207,9 @@ func TestStore_Failover(t *testing.T) {
 }
 
 // TestStore_OwnerUpgrade opens a store on tables of a fence older than
-// lease owners: the columns are added, an old row loads without an owner,
-// and a lease that an older server changed after a newer one recorded an
-// owner loads without the stale owner.
+// lease owners and sessions: the columns are added, an old row loads
+// without an owner or a session, and a lease that an older server changed
+// after a newer one recorded an owner or a session loads without it.
 func TestStore_OwnerUpgrade(t *testing.T) {
 	conn := newStoreSchema(t, replicatedPG(t))
 	pool := newPool(t, conn)
@@ -247,6 +247,31 @@ func TestStore_OwnerUpgrade(t *testing.T) {
 	}
 	if got := owners(); got["old"] != "" {
 		t.Fatalf("owners after an older server's grant: %v, want none (alice's was for token 3)", got)
+	}
+	// The same for sessions: a newer server records the lease's session,
+	// an older one grants the next lease and leaves it as it was.
+	sessions := func() state.Resource {
+		t.Helper()
+		var got state.Resource
+		if _, err := s.Load(ctx, func(name string, r state.Resource) error { got = r; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if r := sessions(); r.Session != "" || r.SessionToken != 0 {
+		t.Fatalf("after the upgrade: session %q %d, want none", r.Session, r.SessionToken)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE fence_resources SET session = '.session/s', session_token = 7, session_lease = 4 WHERE name = 'old'`); err != nil {
+		t.Fatal(err)
+	}
+	if r := sessions(); r.Session != ".session/s" || r.SessionToken != 7 {
+		t.Fatalf("session %q %d, want .session/s 7", r.Session, r.SessionToken)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE fence_resources SET last_token = 5, last_fence = 5, lease_token = 5, holder = 'c' WHERE name = 'old'`); err != nil {
+		t.Fatal(err)
+	}
+	if r := sessions(); r.Session != "" || r.SessionToken != 0 {
+		t.Fatalf("after an older server's grant: session %q %d, want none (it was token 4's)", r.Session, r.SessionToken)
 	}
 	// Opening again changes nothing (the columns are there).
 	newPGStore(t, conn, "http://127.0.0.1:2", false)
