@@ -107,9 +107,8 @@ type Ledger interface {
 	// Grant records a new lease for holder, owned by OwnerOf(ctx) and in
 	// the session SessionOf(ctx) (none if zero), with the next token (one
 	// more than the last issued), raises the resource's last fence to it in
-	// the same atomic step, and returns the token. Every other change that
-	// records a new lease records the session too (GrantAll) or none
-	// (Handoff).
+	// the same atomic step, and returns the token. GrantAll and Handoff
+	// record the session in ctx too.
 	Grant(ctx context.Context, resource, holder string, ttl time.Duration, expires time.Time) (Token, error)
 	// GrantAll grants every one of resources (distinct names) to holder as
 	// Grant does, owned by OwnerOf(ctx), in one atomic, durable change: all

@@ -215,6 +215,17 @@ func (s *Session) Token() Token { return s.lease.Token }
 // signs nothing. Send it with writes, next to Token.
 func (s *Session) Sequencer() string { return s.lease.Sequencer }
 
+// SessionRef returns the server session this Session keeps alive, when it
+// holds a session resource (see SessionResource): acquires in
+// WithSession(ctx, s.SessionRef()) join it, and are kept alive by s's
+// renewals alone. It is the zero SessionRef for any other resource.
+func (s *Session) SessionRef() SessionRef {
+	if !IsSessionResource(s.lease.Resource) {
+		return SessionRef{}
+	}
+	return SessionRef{Resource: s.lease.Resource, Token: s.lease.Token}
+}
+
 // TTL returns the lease's time to live.
 func (s *Session) TTL() time.Duration { return s.lease.TTL }
 

@@ -15,9 +15,13 @@ var (
 	_ fence.MultiAcquirer  = (*API)(nil)
 )
 
-// Acquire implements fence.Locker. ttl is rounded to whole milliseconds.
+// Acquire implements fence.Locker. ttl is rounded to whole milliseconds; 0
+// is the server's default TTL, or in a session the session's. With
+// fence.WithSession in ctx the lease joins that session (see
+// fence.SessionResource).
 func (c *API) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
-	body := jsonBody(wire.AcquireRequest{Holder: holder, TTLMS: ttl.Milliseconds(), WaitMS: wait.Milliseconds()})
+	body := jsonBody(wire.AcquireRequest{Holder: holder, TTLMS: ttl.Milliseconds(), WaitMS: wait.Milliseconds(),
+		Session: wire.NewSessionRef(fence.SessionOf(ctx))})
 	var lr wire.Lease
 	if err := c.doJSON(ctx, send(wire.OpAcquireLock, resource, "", request{body: body, retryable: true}), &lr); err != nil {
 		return fence.Lease{}, err
@@ -29,7 +33,8 @@ func (c *API) Acquire(ctx context.Context, resource, holder string, ttl, wait ti
 // /v1/locks/{resource}/acquire with a limit. The lease names the permit's
 // slot resource, which Renew and Release take.
 func (c *API) AcquirePermit(ctx context.Context, resource, holder string, limit int, ttl, wait time.Duration) (fence.Lease, error) {
-	body := jsonBody(wire.AcquireRequest{Holder: holder, TTLMS: ttl.Milliseconds(), WaitMS: wait.Milliseconds(), Limit: limit})
+	body := jsonBody(wire.AcquireRequest{Holder: holder, TTLMS: ttl.Milliseconds(), WaitMS: wait.Milliseconds(), Limit: limit,
+		Session: wire.NewSessionRef(fence.SessionOf(ctx))})
 	var lr wire.Lease
 	if err := c.doJSON(ctx, send(wire.OpAcquireLock, resource, "", request{body: body, retryable: true}), &lr); err != nil {
 		return fence.Lease{}, err

@@ -75,3 +75,49 @@ func testAPIAcquireAll(t *testing.T, newService newServiceFunc) {
 		map[string]any{"resource": "multi-a", "retry_after_ms": apiAnyInt})
 	apiRelease(t, url, "multi-c", apiAcquire(t, url, "multi-c", "y", 1000)) // free: nothing was kept
 }
+
+// testAPISessions opens a session through the API (a lease on its
+// resource), takes two locks in it, renews it, and closes it: the leases
+// in it have its TTL, are renewed with it and released with it, and a
+// renew of their own or a join of a closed session is refused.
+func testAPISessions(t *testing.T, newService newServiceFunc) {
+	url, _ := newService(t)
+	sessTok := apiAcquire(t, url, ".session%2Fw", "w", 60000)
+	join := fmt.Appendf(nil, `{"holder":"w","session":{"resource":".session/w","token":%d}}`, sessTok)
+	session := apiPred{fmt.Sprintf(".session/w with token %d", sessTok), func(v any) bool {
+		m, ok := v.(map[string]any)
+		tok, _ := apiUint(m["token"])
+		return ok && len(m) == 2 && m["resource"] == ".session/w" && tok == sessTok
+	}}
+	held := func(res string) uint64 {
+		t.Helper()
+		r := apiDo(t, "POST", url+"/v1/locks/"+res+"/acquire", join, nil)
+		m := apiOK(t, r, map[string]any{"resource": res, "holder": "w", "token": apiPosInt, "ttl_ms": 60000,
+			"expires_at": apiExpiresIn(time.Minute), "session": session})
+		n, _ := apiUint(m["token"])
+		return n
+	}
+	aTok, bTok := held("sess-a"), held("sess-b")
+	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/sess-a/renew", fmt.Appendf(nil, `{"token":%d}`, aTok), nil), http.StatusBadRequest, "bad_request", nil)
+	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/sess-c/acquire", fmt.Appendf(nil, `{"holder":"w","ttl_ms":5000,"session":{"resource":".session/w","token":%d}}`, sessTok), nil),
+		http.StatusBadRequest, "bad_request", nil)
+	apiOK(t, apiDo(t, "POST", url+"/v1/locks/.session%2Fw/renew", fmt.Appendf(nil, `{"token":%d}`, sessTok), nil),
+		map[string]any{"resource": ".session/w", "holder": "w", "token": sessTok, "ttl_ms": 60000, "expires_at": apiExpiresIn(time.Minute)})
+	apiPut(t, url, "sess-a", "k", []byte("a"), apiTok(aTok))
+
+	apiRelease(t, url, ".session%2Fw", sessTok)
+	for _, res := range []string{"sess-a", "sess-b"} {
+		r := apiDo(t, "GET", url+"/v1/locks/"+res, nil, nil)
+		if m := r.members(t); r.status != http.StatusOK || m["held"] != false {
+			t.Fatalf("%s after the session closed: %s, want free", res, r)
+		}
+	}
+	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/sess-c/acquire", join, nil), http.StatusConflict, "lease_lost",
+		map[string]any{"resource": ".session/w", "presented": sessTok, "current": 0})
+	next := apiAcquire(t, url, "sess-a", "x", 60000)
+	if next <= aTok || bTok == 0 {
+		t.Fatalf("sess-a after the session: token %d, want above %d", next, aTok)
+	}
+	apiProblem(t, apiDo(t, "PUT", url+"/v1/kv/sess-a/k", []byte("stale"), apiTok(aTok)), http.StatusConflict, "fenced",
+		map[string]any{"resource": "sess-a", "presented": aTok, "last_fence": next})
+}

@@ -338,6 +338,7 @@ func TestAPI(t *testing.T) {
 		{"List", testAPIList},
 		{"Permits", testAPIPermits},
 		{"AcquireAll", testAPIAcquireAll},
+		{"Sessions", testAPISessions},
 	}
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {

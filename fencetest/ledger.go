@@ -518,9 +518,9 @@ func testOwner(t *testing.T, open func(t *testing.T) Backend) {
 		fence.Lease{Resource: "r", Holder: "R", Token: tr2, TTL: time.Second, Expires: expires1})
 }
 
-// testSession checks that Grant and GrantAll record the session in ctx
-// with the lease, that a refresh keeps it, and that every other change
-// that ends the lease or records a new one leaves no session behind.
+// testSession checks that Grant, GrantAll and Handoff record the session
+// in ctx with the lease, that a refresh keeps it, and that an end or a
+// revoke takes it with the lease.
 func testSession(t *testing.T, open func(t *testing.T) Backend) {
 	b := open(t)
 	ctx := t.Context()
@@ -549,12 +549,16 @@ func testSession(t *testing.T, open func(t *testing.T) Backend) {
 		t.Fatalf("Refresh: %v", err)
 	}
 	wantLeases(t, b, lease("a", ta, sess), lease("b", tbc[0], sess), lease("c", tbc[1], sess), lease("n", tn, none))
-	// A hand-off's lease is of its own, even from ctx with a session; an end
-	// and a revoke take the session with the lease, so the next grant
-	// without one records none.
-	next, _, err := b.Handoff(in, "a", ta, "A", time.Second, expires1)
+	// A hand-off records the session of ctx, none here; an end and a
+	// revoke take the session with the lease, so the next grant without
+	// one records none.
+	next, _, err := b.Handoff(ctx, "a", ta, "A", time.Second, expires1)
 	if err != nil {
 		t.Fatalf("Handoff: %v", err)
+	}
+	nextIn, _, err := b.Handoff(in, "n", tn, "N", time.Second, expires1)
+	if err != nil {
+		t.Fatalf("Handoff in a session: %v", err)
 	}
 	if _, err := b.End(ctx, "b", tbc[0]); err != nil {
 		t.Fatalf("End: %v", err)
@@ -564,5 +568,5 @@ func testSession(t *testing.T, open func(t *testing.T) Backend) {
 	}
 	tb := grantAt(t, b, "b", "A", time.Second, expires1)
 	tc := grantAt(t, b, "c", "A", time.Second, expires1)
-	wantLeases(t, b, lease("a", next, none), lease("b", tb, none), lease("c", tc, none), lease("n", tn, none))
+	wantLeases(t, b, lease("a", next, none), lease("b", tb, none), lease("c", tc, none), lease("n", nextIn, sess))
 }

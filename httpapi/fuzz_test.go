@@ -36,6 +36,7 @@ func FuzzDecodeAcquire(f *testing.F) {
 	for _, s := range []string{
 		`{"holder":"worker-a","ttl_ms":10000,"wait_ms":0}`, `{"holder":"w"}`, `{"holder":"w","holder":"w"}`,
 		`{"Holder":"w"}`, `{"holder":"\ud800"}`, `{"holder":"w","ttl_ms":1e3}`, `{"holder":"w"} x`, ``, `null`,
+		`{"holder":"w","session":{"resource":".session/w","token":7}}`, `{"holder":"w","session":{"resource":"x","token":7},"ttl_ms":10}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -48,8 +49,13 @@ func FuzzDecodeAcquire(f *testing.F) {
 		if err := fence.ValidateHolder(req.Holder); err != nil {
 			t.Fatalf("accepted holder %q: %v", req.Holder, err)
 		}
-		if req.TTL < fence.MinTTL || req.TTL > fence.MaxTTL || req.TTL%time.Millisecond != 0 {
+		if (req.TTL != 0 || req.Session.IsZero()) && (req.TTL < fence.MinTTL || req.TTL > fence.MaxTTL || req.TTL%time.Millisecond != 0) {
 			t.Fatalf("accepted TTL %s", req.TTL)
+		}
+		if !req.Session.IsZero() {
+			if err := req.Session.Validate(); err != nil {
+				t.Fatalf("accepted session %+v: %v", req.Session, err)
+			}
 		}
 		if req.Wait < 0 || req.Wait > fence.MaxWait || req.Wait%time.Millisecond != 0 {
 			t.Fatalf("accepted wait %s", req.Wait)
@@ -58,9 +64,15 @@ func FuzzDecodeAcquire(f *testing.F) {
 			t.Fatalf("accepted limit %d", req.Limit)
 		}
 		// Re-encoded canonically, it decodes to the same request.
-		m := map[string]any{"holder": req.Holder, "ttl_ms": req.TTL.Milliseconds(), "wait_ms": req.Wait.Milliseconds()}
+		m := map[string]any{"holder": req.Holder, "wait_ms": req.Wait.Milliseconds()}
+		if req.TTL != 0 {
+			m["ttl_ms"] = req.TTL.Milliseconds()
+		}
 		if req.Limit != 0 {
 			m["limit"] = req.Limit
+		}
+		if !req.Session.IsZero() {
+			m["session"] = map[string]any{"resource": req.Session.Resource, "token": req.Session.Token}
 		}
 		b, _ := json.Marshal(m)
 		if again, err := decodeAcquire(b); err != nil || again != req {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -137,10 +138,14 @@ func (s *Handler) acquire(c *call) error {
 	// The request's context ends when the client goes away, which takes a
 	// waiting acquire out of the queue.
 	var l fence.Lease
+	ctx := c.ownerContext()
+	if !req.Session.IsZero() {
+		ctx = fence.WithSession(ctx, req.Session)
+	}
 	if req.Limit == 0 {
-		l, err = s.locker.Acquire(c.ownerContext(), c.resource, req.Holder, req.TTL, req.Wait)
+		l, err = s.locker.Acquire(ctx, c.resource, req.Holder, req.TTL, req.Wait)
 	} else if pa, ok := s.locker.(fence.PermitAcquirer); ok {
-		l, err = pa.AcquirePermit(c.ownerContext(), c.resource, req.Holder, req.Limit, req.TTL, req.Wait)
+		l, err = pa.AcquirePermit(ctx, c.resource, req.Holder, req.Limit, req.TTL, req.Wait)
 	} else {
 		err = fmt.Errorf("%w: this server's lock service has no semaphores", fence.ErrNotFound)
 	}
@@ -260,21 +265,56 @@ func (s *Handler) revoke(c *call) error {
 
 // acquireRequest is the body of POST /v1/locks/{resource}/acquire.
 type acquireRequest struct {
-	Holder string
-	TTL    time.Duration
-	Wait   time.Duration
-	Limit  int // 0: a lock; else one of Limit permits
+	Holder  string
+	TTL     time.Duration // 0 in a session without ttl_ms: the session's
+	Wait    time.Duration
+	Limit   int              // 0: a lock; else one of Limit permits
+	Session fence.SessionRef // zero: none
 }
 
-// decodeAcquire decodes {"holder", "ttl_ms", "wait_ms", "limit"}: holder
-// required, ttl_ms in 10..86400000 (default 10000), wait_ms in 0..300000
-// (default 0), limit in 1..fence.MaxPermits (absent: a lock, not a permit).
+// decodeAcquire decodes {"holder", "ttl_ms", "wait_ms", "limit",
+// "session"}: holder required, ttl_ms in 10..86400000 (default 10000, or in
+// a session the session's), wait_ms in 0..300000 (default 0), limit in
+// 1..fence.MaxPermits (absent: a lock, not a permit), session {"resource",
+// "token"} (absent: none).
 func decodeAcquire(data []byte) (acquireRequest, error) {
-	ms, err := decodeObject("acquire", data, "holder", "ttl_ms", "wait_ms", "limit")
+	ms, err := decodeObject("acquire", data, "holder", "ttl_ms", "wait_ms", "limit", "session")
 	if err != nil {
 		return acquireRequest{}, err
 	}
-	return decodeAcquireMembers(ms)
+	req, err := decodeAcquireMembers(ms)
+	if err != nil {
+		return req, err
+	}
+	if v := get(ms, "session"); v != nil {
+		if req.Session, err = decodeSessionRef(v); err != nil {
+			return req, err
+		}
+		if get(ms, "ttl_ms") == nil {
+			req.TTL = 0
+		}
+	}
+	return req, nil
+}
+
+// decodeSessionRef decodes {"resource", "token"}, both required.
+func decodeSessionRef(v json.RawMessage) (fence.SessionRef, error) {
+	var ref fence.SessionRef
+	ms, err := decodeObject("session", v, "resource", "token")
+	if err != nil {
+		return ref, err
+	}
+	r, t := get(ms, "resource"), get(ms, "token")
+	if r == nil || t == nil {
+		return ref, badRequest("session: resource and token are required")
+	}
+	if ref.Resource, err = str("session resource", r); err != nil {
+		return ref, err
+	}
+	if ref.Token, err = jsonToken("session token", t); err != nil {
+		return ref, badRequest("%v", err)
+	}
+	return ref, ref.Validate()
 }
 
 // decodeAcquireMembers decodes the members of an acquire's body, checked

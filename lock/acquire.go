@@ -9,12 +9,20 @@ import (
 	"github.com/fence-lock/fence/internal/support/wallclock"
 )
 
-// Acquire implements fence.Locker. The lease belongs to fence.OwnerOf(ctx).
+// Acquire implements fence.Locker. The lease belongs to fence.OwnerOf(ctx),
+// and joins the session fence.SessionOf(ctx) if there is one (see
+// fence.SessionResource): the caller must own the session, and ttl is 0 or
+// the session's.
 func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
 	start := time.Now()
-	owner := fence.OwnerOf(ctx)
-	if err := validateAcquire(resource, holder, ttl, wait); err != nil {
+	owner, ref := fence.OwnerOf(ctx), fence.SessionOf(ctx)
+	if err := validateAcquire(resource, holder, ttl, wait, ref); err != nil {
 		return fence.Lease{}, fmt.Errorf("lock: acquire: %w", err)
+	}
+	if !ref.IsZero() {
+		if _, _, err := s.joinSession(ref, owner, ttl, ""); err != nil {
+			return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
+		}
 	}
 	e, err := s.enter("acquire", resource)
 	if err != nil {
@@ -33,7 +41,7 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 		// Queued behind earlier waiters; the end of the delay, or of the
 		// reservation, hands off.
 	case e.lease == nil:
-		l, err := s.grantLocked(ctx, resource, e, holder, owner, ttl)
+		l, err := s.grantLocked(ctx, resource, e, holder, owner, ttl, ref)
 		e.mu.Unlock()
 		if err == nil {
 			waitSeconds.Observe(time.Since(start).Seconds())
@@ -45,6 +53,11 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 		if err := s.forbiddenLocked("acquire", resource, e, owner); err != nil {
 			e.mu.Unlock()
 			return fence.Lease{}, err
+		}
+		if e.lease.Session != ref || !ref.IsZero() {
+			l, err := s.retriedInSessionLocked(resource, e, ref)
+			e.mu.Unlock()
+			return l, err
 		}
 		l, err := s.refreshLocked(ctx, resource, e, ttl, now, changeRetried)
 		e.mu.Unlock()
@@ -60,7 +73,7 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 		e.mu.Unlock()
 		return fence.Lease{}, err
 	}
-	w := &waiter{ctx: ctx, holder: holder, owner: owner, ttl: ttl, resultC: make(chan result, 1)}
+	w := &waiter{ctx: ctx, holder: holder, owner: owner, ttl: ttl, session: ref, resultC: make(chan result, 1)}
 	e.queue = append(e.queue, w)
 	waiters.Inc()
 	e.mu.Unlock()
@@ -121,19 +134,58 @@ func awaitWaiter(ctx context.Context, resource string, w *waiter, wait time.Dura
 	return r.lease, r.err
 }
 
-// grantLocked issues the next token to holder, for owner; the ledger raises
-// the resource's fence, and records the owner, before this returns.
-func (s *Service) grantLocked(ctx context.Context, resource string, e *entry, holder, owner string, ttl time.Duration) (fence.Lease, error) {
+// grantLocked issues the next token to holder, for owner, in session ref
+// (none if zero); the ledger raises the resource's fence, and records the
+// owner and the session, before this returns.
+func (s *Service) grantLocked(ctx context.Context, resource string, e *entry, holder, owner string, ttl time.Duration, ref fence.SessionRef) (fence.Lease, error) {
 	// The deadline counts from before the ledger write: the holder's own clock
 	// started even earlier, so it never believes in a lease the service has ended.
 	expires := s.now().Add(ttl)
-	// The ledger takes the owner from ctx, which is the service's own (or
-	// another caller's) when a waiter is served: set it to the grantee's.
-	token, err := s.ledger.Grant(fence.WithOwner(ctx, owner), resource, holder, ttl, wallclock.Report(expires))
+	if !ref.IsZero() {
+		var err error
+		if ttl, expires, err = s.joinSession(ref, owner, ttl, resource); err != nil {
+			return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
+		}
+	}
+	token, err := s.ledger.Grant(grantContext(ctx, owner, ref), resource, holder, ttl, wallclock.Report(expires))
 	if err != nil {
+		if !ref.IsZero() {
+			s.dropFromSession(ref, resource)
+		}
 		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
 	}
-	return s.grantedLocked(e, fence.Lease{Resource: resource, Holder: holder, Owner: owner, Token: token, TTL: ttl, Expires: expires}, token)
+	if !ref.IsZero() {
+		s.joinedSession(ref, resource, token)
+	}
+	return s.grantedLocked(e, fence.Lease{Resource: resource, Holder: holder, Owner: owner, Token: token, TTL: ttl, Expires: expires, Session: ref}, token)
+}
+
+// grantContext returns ctx, which is the service's own (or another
+// caller's) when a waiter is served, with the grantee's owner and session,
+// which the ledger records from it.
+func grantContext(ctx context.Context, owner string, ref fence.SessionRef) context.Context {
+	return fence.WithSession(fence.WithOwner(ctx, owner), ref)
+}
+
+// retriedInSessionLocked answers an acquire by the holder of the
+// resource's lease when either is in a session: in the same session it is a
+// retry, answered with the lease as it is; otherwise it is refused.
+func (s *Service) retriedInSessionLocked(resource string, e *entry, ref fence.SessionRef) (fence.Lease, error) {
+	l := *e.lease
+	if l.Session != ref {
+		in := func(r fence.SessionRef) string {
+			if r.IsZero() {
+				return "no session"
+			}
+			return fmt.Sprintf("session %q (token %d)", r.Resource, r.Token)
+		}
+		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w: holder %q holds it in %s, not in %s", resource, fence.ErrBadRequest, l.Holder, in(l.Session), in(ref))
+	}
+	if until, ok := s.sessionAlive(ref, s.now()); ok && until.After(l.Expires) {
+		l.Expires = until
+		s.setLeaseLocked(e, l)
+	}
+	return l, nil
 }
 
 // grantedLocked makes l, just recorded in the ledger, the resource's lease.
@@ -175,6 +227,9 @@ func (s *Service) refreshLocked(ctx context.Context, resource string, e *entry, 
 // setLeaseLocked makes l the resource's lease and arms its expiry.
 func (s *Service) setLeaseLocked(e *entry, l fence.Lease) {
 	e.lease = &l
+	if fence.IsSessionResource(l.Resource) {
+		s.noteSessionLocked(l)
+	}
 	if e.timer != nil {
 		e.timer.Stop()
 	}
@@ -182,7 +237,9 @@ func (s *Service) setLeaseLocked(e *entry, l fence.Lease) {
 	e.timer = time.AfterFunc(l.Expires.Sub(s.now()), func() { s.expire(l.Resource) })
 }
 
-func clearLeaseLocked(e *entry) {
+// clearLeaseLocked forgets the resource's lease, which has ended.
+func (s *Service) clearLeaseLocked(e *entry) {
+	s.leftLeaseLocked(*e.lease)
 	if !e.granted.IsZero() {
 		holdSeconds.Observe(time.Since(e.granted).Seconds())
 		e.granted = time.Time{}
@@ -195,12 +252,23 @@ func clearLeaseLocked(e *entry) {
 	leasesHeld.Dec()
 }
 
-func validateAcquire(resource, holder string, ttl, wait time.Duration) error {
+func validateAcquire(resource, holder string, ttl, wait time.Duration, ref fence.SessionRef) error {
 	if err := fence.ValidateResource(resource); err != nil {
 		return err
 	}
 	if base, _, n, ok := fence.ParseSlot(resource); ok {
 		return fmt.Errorf("%w: %q is the slot of a permit of semaphore %q: acquire %q with limit %d instead", fence.ErrBadRequest, resource, base, base, n)
+	}
+	if !ref.IsZero() {
+		if err := ref.Validate(); err != nil {
+			return err
+		}
+		if fence.IsSessionResource(resource) {
+			return fmt.Errorf("%w: %q is a session's resource: a session cannot be in another", fence.ErrBadRequest, resource)
+		}
+		if ttl == 0 {
+			ttl = fence.MinTTL // the session's, checked against it later
+		}
 	}
 	return validateHold(holder, ttl, wait)
 }

@@ -35,12 +35,15 @@ var (
 // publishes it to s.Events; a grant raises the resource's fence too, and is
 // followed by a FenceRaised event.
 func (s *Service) record(c change, l fence.Lease, lastFence fence.Token) {
-	attrs := make([]slog.Attr, 0, 7)
+	attrs := make([]slog.Attr, 0, 8)
 	attrs = append(attrs, slog.String("resource", l.Resource), slog.String("holder", l.Holder),
 		slog.Uint64("token", uint64(l.Token)), slog.Uint64("last_fence", uint64(lastFence)),
 		slog.Int64("ttl_ms", l.TTL.Milliseconds()), slog.String("expires_at", l.Expires.UTC().Format(time.RFC3339Nano)))
 	if l.Owner != "" {
 		attrs = append(attrs, slog.String("owner", l.Owner))
+	}
+	if !l.Session.IsZero() {
+		attrs = append(attrs, slog.String("session", l.Session.Resource))
 	}
 	logline.Log(context.Background(), s.Logger, slog.LevelInfo, c.msg, attrs...)
 	if c.event == "" || s.Events == nil {

@@ -31,7 +31,7 @@ func (s *Service) handOffLocked(resource string, e *entry, ended change) {
 				// As when End fails alone: the lease ends in memory all the
 				// same (the next grant overwrites the record), and the first
 				// waiter gets a grant of its own below.
-				clearLeaseLocked(e)
+				s.clearLeaseLocked(e)
 				s.Logger.Error("recording the end of a lease failed", "resource", resource, "token", uint64(l.Token), "error", err)
 				s.record(ended, l, 0)
 				continue
@@ -54,7 +54,7 @@ func (s *Service) handOffLocked(resource string, e *entry, ended change) {
 			reserveLocked(e, w)
 			return
 		}
-		l, err := s.grantLocked(s.ctx, resource, e, w.holder, w.owner, w.ttl)
+		l, err := s.grantLocked(s.ctx, resource, e, w.holder, w.owner, w.ttl, w.session)
 		if err != nil {
 			w.resultC <- result{err: err}
 			if e.lease != nil {
@@ -88,7 +88,7 @@ func (s *Service) passToLocked(ctx context.Context, resource string, e *entry, c
 		if err != nil {
 			return false, err
 		}
-		clearLeaseLocked(e)
+		s.clearLeaseLocked(e)
 		s.record(c, old, lastFence)
 		if w != nil {
 			// A multi-acquire grants its resources in a change of its own.
@@ -98,16 +98,34 @@ func (s *Service) passToLocked(ctx context.Context, resource string, e *entry, c
 		return false, nil
 	}
 	// The deadline counts from before the ledger write, as in grantLocked.
-	expires := s.now().Add(w.ttl)
+	ttl, expires := w.ttl, s.now().Add(w.ttl)
+	if !w.session.IsZero() {
+		var err error
+		if ttl, expires, err = s.joinSession(w.session, w.owner, w.ttl, resource); err != nil {
+			// The waiter's session is over: it cannot have the lease.
+			e.queue.pop()
+			w.resultC <- result{err: fmt.Errorf("lock: acquire %q: %w", resource, err)}
+			if c == changeTransferred {
+				return false, fmt.Errorf("the successor's session is over: %w", err)
+			}
+			return s.passToLocked(ctx, resource, e, c, e.queue.first(resource))
+		}
+	}
 	// ctx is the releaser's or the service's: the new lease is the waiter's.
-	token, lastFence, err := s.ledger.Handoff(fence.WithOwner(ctx, w.owner), resource, old.Token, w.holder, w.ttl, wallclock.Report(expires))
+	token, lastFence, err := s.ledger.Handoff(grantContext(ctx, w.owner, w.session), resource, old.Token, w.holder, ttl, wallclock.Report(expires))
 	if err != nil {
+		if !w.session.IsZero() {
+			s.dropFromSession(w.session, resource)
+		}
 		return false, err
 	}
-	clearLeaseLocked(e)
+	if !w.session.IsZero() {
+		s.joinedSession(w.session, resource, token)
+	}
+	s.clearLeaseLocked(e)
 	s.record(c, old, lastFence)
 	e.queue.pop()
-	l, err := s.grantedLocked(e, fence.Lease{Resource: resource, Holder: w.holder, Owner: w.owner, Token: token, TTL: w.ttl, Expires: expires}, lastFence)
+	l, err := s.grantedLocked(e, fence.Lease{Resource: resource, Holder: w.holder, Owner: w.owner, Token: token, TTL: ttl, Expires: expires, Session: w.session}, lastFence)
 	if err != nil {
 		// Recorded but not signed: w learns why, and the lease runs out its TTL.
 		w.resultC <- result{err: err}
@@ -172,7 +190,7 @@ func (s *Service) serve(resource string, q *waiterQueue, w *waiter, l fence.Leas
 	rest := (*q)[:0]
 	for _, x := range *q {
 		switch {
-		case x.holder != w.holder || x.reserve:
+		case x.holder != w.holder || x.reserve || x.session != w.session:
 			rest = append(rest, x)
 		case owns(l, x.owner):
 			served = append(served, x)
@@ -200,7 +218,7 @@ func (s *Service) serve(resource string, q *waiterQueue, w *waiter, l fence.Leas
 // next grant overwrites the record anyway.
 func (s *Service) endLocked(resource string, e *entry, c change) {
 	l := *e.lease
-	clearLeaseLocked(e)
+	s.clearLeaseLocked(e)
 	lastFence, err := s.ledger.End(s.ctx, resource, l.Token)
 	if err != nil {
 		s.Logger.Error("recording the end of a lease failed", "resource", resource, "token", uint64(l.Token), "error", err)

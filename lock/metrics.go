@@ -49,7 +49,7 @@ var (
 )
 
 func init() {
-	for _, reason := range []string{"lock_held", "lease_lost", "forbidden", "no_successor", "limit_mismatch"} {
+	for _, reason := range []string{"lock_held", "lease_lost", "forbidden", "no_successor", "limit_mismatch", "session_over"} {
 		rejectionsTotal.WithLabelValues(reason)
 	}
 }

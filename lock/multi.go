@@ -30,6 +30,9 @@ func (s *Service) AcquireAll(ctx context.Context, resources []string, holder str
 	if err == nil {
 		err = validateHold(holder, ttl, wait)
 	}
+	if err == nil {
+		err = noSession(ctx, "a multi-acquire")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lock: acquire: %w", err)
 	}
@@ -81,7 +84,7 @@ func multiNames(resources []string) ([]string, error) {
 	}
 	names := slices.Sorted(slices.Values(resources))
 	for i, name := range names {
-		if err := validateAcquire(name, "h", fence.MinTTL, 0); err != nil {
+		if err := validateAcquire(name, "h", fence.MinTTL, 0, fence.SessionRef{}); err != nil {
 			return nil, err
 		}
 		if i > 0 && names[i-1] == name {
@@ -214,7 +217,7 @@ func (s *Service) grantAll(ctx context.Context, names []string, entries []*entry
 	var tokens []fence.Token
 	if len(grant) > 0 {
 		var err error
-		if tokens, err = s.ledger.GrantAll(fence.WithOwner(ctx, owner), grant, holder, ttl, wallclock.Report(expires)); err != nil {
+		if tokens, err = s.ledger.GrantAll(grantContext(ctx, owner, fence.SessionRef{}), grant, holder, ttl, wallclock.Report(expires)); err != nil {
 			return nil, fmt.Errorf("lock: acquire %q: %w", names, err)
 		}
 	}

@@ -10,6 +10,9 @@ import (
 
 // Renew implements fence.Locker: only the lease's owner, fence.OwnerOf(ctx),
 // may renew it.
+//
+// A lease in a session is renewed by renewing the session, which renews
+// every lease in it: its own renew is refused.
 func (s *Service) Renew(ctx context.Context, resource string, token fence.Token, ttl time.Duration) (fence.Lease, error) {
 	if err := validateLease(resource, token, ttl); err != nil {
 		return fence.Lease{}, fmt.Errorf("lock: renew: %w", err)
@@ -18,7 +21,16 @@ func (s *Service) Renew(ctx context.Context, resource string, token fence.Token,
 	if err != nil {
 		return fence.Lease{}, err
 	}
-	defer s.leave(resource, e)
+	l, err := s.renewLocked(ctx, resource, e, token, ttl)
+	s.leave(resource, e)
+	if err == nil && fence.IsSessionResource(resource) {
+		s.syncSession(fence.SessionRef{Resource: resource, Token: token})
+	}
+	return l, err
+}
+
+// renewLocked is Renew on the locked entry e.
+func (s *Service) renewLocked(ctx context.Context, resource string, e *entry, token fence.Token, ttl time.Duration) (fence.Lease, error) {
 	now := s.now()
 	s.expireLocked(resource, e, now)
 	if err := leaseLostLocked(resource, e, token); err != nil {
@@ -26,6 +38,9 @@ func (s *Service) Renew(ctx context.Context, resource string, token fence.Token,
 	}
 	if err := s.forbiddenLocked("renew", resource, e, fence.OwnerOf(ctx)); err != nil {
 		return fence.Lease{}, err
+	}
+	if ref := e.lease.Session; !ref.IsZero() {
+		return fence.Lease{}, fmt.Errorf("lock: renew %q: %w: the lease is in session %q: renew the session", resource, fence.ErrBadRequest, ref.Resource)
 	}
 	return s.refreshLocked(ctx, resource, e, ttl, now, changeRenewed)
 }
@@ -40,7 +55,16 @@ func (s *Service) Release(ctx context.Context, resource string, token fence.Toke
 	if err != nil {
 		return err
 	}
-	defer s.leave(resource, e)
+	err = s.releaseLocked(ctx, resource, e, token)
+	s.leave(resource, e)
+	if err == nil && fence.IsSessionResource(resource) {
+		s.endSession(ctx, fence.SessionRef{Resource: resource, Token: token}, false)
+	}
+	return err
+}
+
+// releaseLocked is Release on the locked entry e.
+func (s *Service) releaseLocked(ctx context.Context, resource string, e *entry, token fence.Token) error {
 	s.expireLocked(resource, e, s.now())
 	if err := leaseLostLocked(resource, e, token); err != nil {
 		return err

@@ -21,13 +21,22 @@ func (s *Service) Revoke(ctx context.Context, resource string) (fence.RevokeResu
 	if err != nil {
 		return fence.RevokeResult{}, err
 	}
-	defer s.leave(resource, e)
+	res, err := s.revokeLocked(ctx, resource, e)
+	s.leave(resource, e)
+	if err == nil && res.Revoked != 0 && fence.IsSessionResource(resource) {
+		s.endSession(ctx, fence.SessionRef{Resource: resource, Token: res.Revoked}, true)
+	}
+	return res, err
+}
+
+// revokeLocked is Revoke on the locked entry e.
+func (s *Service) revokeLocked(ctx context.Context, resource string, e *entry) (fence.RevokeResult, error) {
 	if e.lease != nil && !s.now().Before(e.lease.Expires) {
 		// Expired, not noticed yet. No hand-off here: it would grant the
 		// first waiter a lease that this revoke would then take away. The
 		// revoke ends the recorded lease anyway, and hands off after.
 		l := *e.lease
-		clearLeaseLocked(e)
+		s.clearLeaseLocked(e)
 		expirationsTotal.Inc()
 		s.record(changeExpired, l, l.Token)
 	}
@@ -42,7 +51,7 @@ func (s *Service) Revoke(ctx context.Context, resource string) (fence.RevokeResu
 		return fence.RevokeResult{}, fmt.Errorf("lock: revoke %q: %w", resource, err)
 	}
 	if e.lease != nil {
-		clearLeaseLocked(e)
+		s.clearLeaseLocked(e)
 	}
 	clearDelayLocked(e)
 	revocationsTotal.Inc()

@@ -41,6 +41,9 @@ func (s *Service) AcquirePermit(ctx context.Context, resource, holder string, li
 	if err == nil {
 		err = validateHold(holder, ttl, wait)
 	}
+	if err == nil {
+		err = noSession(ctx, "a permit")
+	}
 	if err != nil {
 		return fence.Lease{}, fmt.Errorf("lock: acquire: %w", err)
 	}
@@ -167,7 +170,7 @@ func (s *Service) servePermitsLocked(resource string, sem *semaphore) {
 		s.expireLocked(slot, e, s.now())
 		if e.lease == nil && !s.delayedLocked(e, s.now()) && len(e.queue) == 0 {
 			sem.queue.pop()
-			l, err := s.grantLocked(s.ctx, slot, e, w.holder, w.owner, w.ttl)
+			l, err := s.grantLocked(s.ctx, slot, e, w.holder, w.owner, w.ttl, fence.SessionRef{})
 			switch {
 			case err != nil:
 				w.resultC <- result{err: err}

@@ -64,8 +64,10 @@ type Service struct {
 
 	mu        sync.Mutex // guards resources and entry.refs; taken before an entry's mu, never after
 	resources map[string]*entry
-	semsMu    sync.Mutex            // guards sems; taken last (under a semaphore's mu at most)
-	sems      map[string]*semaphore // the semaphores with permits held or waited for (semaphore.go)
+	semsMu    sync.Mutex                    // guards sems; taken last (under a semaphore's mu at most)
+	sems      map[string]*semaphore         // the semaphores with permits held or waited for (semaphore.go)
+	sessMu    sync.Mutex                    // guards sessions; taken last (under an entry's mu at most)
+	sessions  map[fence.SessionRef]*session // the sessions whose lease is held or that have leases in them (session.go)
 	closed    atomic.Bool
 	closeOnce sync.Once
 	wg        sync.WaitGroup // one count per reference to an entry (a call in flight)
@@ -109,8 +111,9 @@ type waiter struct {
 	holder  string
 	owner   string // fence.OwnerOf(ctx): the principal the lease will belong to
 	ttl     time.Duration
-	reserve bool        // a multi-acquire's: it is served a reservation, not a lease
-	resultC chan result // buffered: the hand-off never blocks
+	session fence.SessionRef // the session the lease joins; zero for none
+	reserve bool             // a multi-acquire's: it is served a reservation, not a lease
+	resultC chan result      // buffered: the hand-off never blocks
 }
 
 type result struct {
@@ -122,7 +125,8 @@ type result struct {
 // NewService returns a lock service that records its grants in ledger. Call
 // Open before use.
 func NewService(ledger fence.Ledger) *Service {
-	return &Service{ledger: ledger, Logger: slog.Default(), resources: make(map[string]*entry), sems: make(map[string]*semaphore)}
+	return &Service{ledger: ledger, Logger: slog.Default(), resources: make(map[string]*entry), sems: make(map[string]*semaphore),
+		sessions: make(map[fence.SessionRef]*session)}
 }
 
 // Open restores the leases and lock-delays recorded in the ledger and starts
@@ -161,6 +165,12 @@ func (s *Service) Open(ctx context.Context) error {
 		s.record(changeRestored, l, l.Token)
 		s.restorePermit(l.Resource)
 	}
+	// The leases in a session restored above are the session's again.
+	for _, l := range leases {
+		if _, ok := s.sessionAlive(l.Session, s.now()); ok {
+			s.joinedSession(l.Session, l.Resource, l.Token)
+		}
+	}
 	for _, d := range delays {
 		e := &entry{}
 		s.resources[d.Resource] = e
@@ -188,7 +198,7 @@ func (s *Service) Close() error {
 		for _, e := range entries {
 			e.mu.Lock()
 			if e.lease != nil {
-				clearLeaseLocked(e)
+				s.clearLeaseLocked(e)
 			}
 			clearDelayLocked(e)
 			for _, w := range e.queue {

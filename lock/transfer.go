@@ -19,6 +19,9 @@ func (s *Service) Transfer(ctx context.Context, resource string, token fence.Tok
 	if err := validateLease(resource, token, 0); err != nil {
 		return fence.Lease{}, fmt.Errorf("lock: transfer: %w", err)
 	}
+	if fence.IsSessionResource(resource) {
+		return fence.Lease{}, fmt.Errorf("lock: transfer: %w: %q is a session's resource: a session is not handed over", fence.ErrBadRequest, resource)
+	}
 	if to != "" {
 		if err := fence.ValidateHolder(to); err != nil {
 			return fence.Lease{}, fmt.Errorf("lock: transfer: to: %w", err)

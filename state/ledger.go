@@ -139,7 +139,7 @@ func (db *DB) End(ctx context.Context, resource string, token fence.Token) (fenc
 // resource with no token left ErrTokensExhausted, and either way the old
 // lease stays recorded. It returns the new token and the resource's last
 // fence.
-func Handoff(tx Tx, resource string, token fence.Token, holder, owner string, ttl time.Duration, expires time.Time) (next, lastFence fence.Token, err error) {
+func Handoff(tx Tx, resource string, token fence.Token, holder, owner string, session fence.SessionRef, ttl time.Duration, expires time.Time) (next, lastFence fence.Token, err error) {
 	r, err := tx.Resource(resource)
 	if err != nil {
 		return 0, 0, err
@@ -155,7 +155,7 @@ func Handoff(tx Tx, resource string, token fence.Token, holder, owner string, tt
 	if _, err := End(tx, resource, token); err != nil {
 		return 0, 0, err
 	}
-	if next, err = Grant(tx, resource, holder, owner, fence.SessionRef{}, ttl, expires); err != nil {
+	if next, err = Grant(tx, resource, holder, owner, session, ttl, expires); err != nil {
 		return 0, 0, err
 	}
 	if r, err = tx.Resource(resource); err != nil {
@@ -165,11 +165,12 @@ func Handoff(tx Tx, resource string, token fence.Token, holder, owner string, tt
 }
 
 // Handoff implements fence.Ledger: the end and the grant are one change of
-// one commit, and the new lease is owned by fence.OwnerOf(ctx).
+// one commit, and the new lease is owned by fence.OwnerOf(ctx), in the
+// session fence.SessionOf(ctx).
 func (db *DB) Handoff(ctx context.Context, resource string, token fence.Token, holder string, ttl time.Duration, expires time.Time) (next, lastFence fence.Token, err error) {
-	owner := fence.OwnerOf(ctx)
+	owner, session := fence.OwnerOf(ctx), fence.SessionOf(ctx)
 	err = db.Update(ctx, func(tx Tx) (err error) {
-		next, lastFence, err = Handoff(tx, resource, token, holder, owner, ttl, expires)
+		next, lastFence, err = Handoff(tx, resource, token, holder, owner, session, ttl, expires)
 		return err
 	})
 	return next, lastFence, db.wrap(err, "hand off %q", resource)

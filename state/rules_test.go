@@ -420,7 +420,7 @@ func TestHandoff(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		tx := newTx()
 		old, _ := state.Grant(tx, "a", "h1", "alice", fence.SessionRef{}, time.Second, exp)
-		next, lastFence, err := state.Handoff(tx, "a", old, "h2", "bob", time.Minute, exp.Add(time.Hour))
+		next, lastFence, err := state.Handoff(tx, "a", old, "h2", "bob", fence.SessionRef{}, time.Minute, exp.Add(time.Hour))
 		if err != nil || next != old+1 || lastFence != next {
 			t.Fatalf("Handoff=%d, %d, %v; want %d, %d, nil", next, lastFence, err, old+1, old+1)
 		}
@@ -451,7 +451,7 @@ func TestHandoff(t *testing.T) {
 	t.Run("FenceNeverDown", func(t *testing.T) {
 		tx := newTx()
 		tx.resources["a"] = state.Resource{LastToken: 2, LastFence: 9, LeaseToken: 2, Holder: "h"}
-		if next, lastFence, err := state.Handoff(tx, "a", 2, "h2", "", time.Second, exp); err != nil || next != 3 || lastFence != 9 {
+		if next, lastFence, err := state.Handoff(tx, "a", 2, "h2", "", fence.SessionRef{}, time.Second, exp); err != nil || next != 3 || lastFence != 9 {
 			t.Fatalf("Handoff=%d, %d, %v; want 3, 9, nil", next, lastFence, err)
 		}
 	})
@@ -467,7 +467,7 @@ func TestHandoff(t *testing.T) {
 			token    fence.Token
 			current  fence.Token
 		}{{"a", 3, 4}, {"a", 5, 4}, {"a", 0, 4}, {"free", 4, 0}, {"free", 0, 0}, {"never", 1, 0}} {
-			_, _, err := state.Handoff(tx, c.resource, c.token, "h2", "bob", time.Second, exp)
+			_, _, err := state.Handoff(tx, c.resource, c.token, "h2", "bob", fence.SessionRef{}, time.Second, exp)
 			var lost *fence.LeaseLostError
 			if !errors.As(err, &lost) || lost.Resource != c.resource || lost.Presented != c.token || lost.Current != c.current {
 				t.Fatalf("Handoff(%q, %d): err=%v, want LeaseLostError{Presented: %d, Current: %d}", c.resource, c.token, err, c.token, c.current)
@@ -484,7 +484,7 @@ func TestHandoff(t *testing.T) {
 		tx := newTx()
 		tx.resources["a"] = state.Resource{LastToken: fence.MaxToken, LastFence: fence.MaxToken, LeaseToken: fence.MaxToken, Holder: "h", Owner: "alice"}
 		before := tx.clone()
-		if _, _, err := state.Handoff(tx, "a", fence.MaxToken, "h2", "bob", time.Second, exp); !errors.Is(err, state.ErrTokensExhausted) {
+		if _, _, err := state.Handoff(tx, "a", fence.MaxToken, "h2", "bob", fence.SessionRef{}, time.Second, exp); !errors.Is(err, state.ErrTokensExhausted) {
 			t.Fatalf("Handoff: err=%v, want ErrTokensExhausted", err)
 		}
 		tx.same(t, before)

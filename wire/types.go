@@ -33,10 +33,34 @@ type Health struct {
 // AcquireRequest is the body of POST /v1/locks/{resource}/acquire.
 // Limit, if not 0, asks for one of the Limit permits of a semaphore.
 type AcquireRequest struct {
-	Holder string `json:"holder"`
-	TTLMS  int64  `json:"ttl_ms"`
-	WaitMS int64  `json:"wait_ms"`
-	Limit  int    `json:"limit,omitempty"`
+	Holder  string      `json:"holder"`
+	TTLMS   int64       `json:"ttl_ms,omitempty"` // absent: the server's default, or the session's
+	WaitMS  int64       `json:"wait_ms"`
+	Limit   int         `json:"limit,omitempty"`
+	Session *SessionRef `json:"session,omitempty"`
+}
+
+// SessionRef names a session (fence.SessionRef): the lease on its
+// resource that is it.
+type SessionRef struct {
+	Resource string      `json:"resource"`
+	Token    fence.Token `json:"token"`
+}
+
+// NewSessionRef is ref on the wire: nil for none.
+func NewSessionRef(ref fence.SessionRef) *SessionRef {
+	if ref.IsZero() {
+		return nil
+	}
+	return &SessionRef{Resource: ref.Resource, Token: ref.Token}
+}
+
+// Decode returns the session named; zero for nil.
+func (r *SessionRef) Decode() fence.SessionRef {
+	if r == nil {
+		return fence.SessionRef{}
+	}
+	return fence.SessionRef{Resource: r.Resource, Token: r.Token}
 }
 
 // AcquireAllRequest is the body of POST /v1/locks: several resources at
@@ -74,6 +98,7 @@ type Lease struct {
 	TTLMS     int64       `json:"ttl_ms"`
 	ExpiresAt string      `json:"expires_at"`
 	Sequencer string      `json:"sequencer,omitempty"` // absent when the server signs nothing
+	Session   *SessionRef `json:"session,omitempty"`   // absent for a lease of its own
 }
 
 // NewLease is the answer for l, a lease on resource.
@@ -85,6 +110,7 @@ func NewLease(resource string, l fence.Lease) Lease {
 		TTLMS:     l.TTL.Milliseconds(),
 		ExpiresAt: Timestamp(l.Expires),
 		Sequencer: l.Sequencer,
+		Session:   NewSessionRef(l.Session),
 	}
 }
 
@@ -95,7 +121,7 @@ func (l Lease) Decode() (fence.Lease, error) {
 		return fence.Lease{}, fmt.Errorf("lease expires_at: %w", err)
 	}
 	return fence.Lease{Resource: l.Resource, Holder: l.Holder, Token: l.Token,
-		TTL: time.Duration(l.TTLMS) * time.Millisecond, Expires: exp, Sequencer: l.Sequencer}, nil
+		TTL: time.Duration(l.TTLMS) * time.Millisecond, Expires: exp, Sequencer: l.Sequencer, Session: l.Session.Decode()}, nil
 }
 
 // ReleaseResponse is the answer to release.

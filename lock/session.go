@@ -1,0 +1,221 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fence-lock/fence"
+)
+
+// Sessions (see fence.SessionResource): a session is an exclusive lease on
+// its session resource, granted, renewed, released, expired and revoked as
+// any lease; a lease acquired with fence.WithSession joins it. The service
+// keeps, per session (a session resource and its lease's token), the
+// session's owner, TTL and expiry and the leases in it (sessions, under sessMu, which
+// is taken last: under an entry's mu at most, and never held while waiting
+// for one).
+//
+// A lease in a session has the session's TTL and expiry. Its timer still
+// fires, but while the session lives it only moves the lease's expiry to the
+// session's (expireLocked); renewing the session moves them all at once
+// (syncSession). When the session's lease ends, the session is over and no
+// lease joins it any more: after a release or a revoke of the session the
+// service releases or revokes every lease in it before it answers
+// (endSession); after an expiry each lease expires by its own timer, at the
+// session's expiry. A restore links the restored leases to their restored
+// session; a lease whose session was not restored (it ended before the
+// leases in it were recorded as ended) runs out its own TTL.
+
+// session is the state of one session: from the grant of its lease until
+// that lease has ended and the leases in it too.
+type session struct {
+	owner   string
+	ttl     time.Duration
+	expires time.Time
+	over    bool                   // the session's lease has ended
+	leases  map[string]fence.Token // resource → token of the leases in it; 0 while being granted
+}
+
+// noteSessionLocked records the session of l, a lease just set on a session
+// resource (granted, renewed or restored).
+func (s *Service) noteSessionLocked(l fence.Lease) {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	ref := fence.SessionRef{Resource: l.Resource, Token: l.Token}
+	st := s.sessions[ref]
+	if st == nil {
+		st = &session{leases: make(map[string]fence.Token)}
+		s.sessions[ref] = st
+	}
+	st.owner, st.ttl, st.expires = l.Owner, l.TTL, l.Expires
+}
+
+// leftLeaseLocked notes that l, a lease being cleared, has ended: a lease in
+// a session leaves it, and a session's own lease ends the session.
+func (s *Service) leftLeaseLocked(l fence.Lease) {
+	if l.Session.IsZero() && !fence.IsSessionResource(l.Resource) {
+		return
+	}
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	if st := s.sessions[l.Session]; st != nil && st.leases[l.Resource] == l.Token {
+		delete(st.leases, l.Resource)
+		if st.over && len(st.leases) == 0 {
+			delete(s.sessions, l.Session)
+		}
+	}
+	own := fence.SessionRef{Resource: l.Resource, Token: l.Token}
+	if st := s.sessions[own]; st != nil {
+		st.over = true
+		if len(st.leases) == 0 {
+			delete(s.sessions, own)
+		}
+	}
+}
+
+// sessionAlive returns the expiry of session ref if it lives at now.
+func (s *Service) sessionAlive(ref fence.SessionRef, now time.Time) (time.Time, bool) {
+	if ref.IsZero() {
+		return time.Time{}, false
+	}
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	st := s.sessions[ref]
+	if st == nil || st.over || !now.Before(st.expires) {
+		return time.Time{}, false
+	}
+	return st.expires, true
+}
+
+// joinSession checks that a lease of owner's with TTL ttl (0 for the
+// session's) may join session ref now, and returns the session's TTL and
+// expiry, the lease's. With resource not "" it counts resource in the
+// session at once, so that an end of the session that comes before the
+// grant is recorded ends the new lease too; a grant that fails calls
+// dropFromSession.
+func (s *Service) joinSession(ref fence.SessionRef, owner string, ttl time.Duration, resource string) (time.Duration, time.Time, error) {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	st := s.sessions[ref]
+	switch {
+	case st == nil || st.over || !s.now().Before(st.expires):
+		// The session's lease is lost: the answer names the session's
+		// resource and token, and the session open on it now, if any.
+		rejectionsTotal.WithLabelValues("session_over").Inc()
+		lost := &fence.LeaseLostError{Resource: ref.Resource, Presented: ref.Token}
+		for other, st := range s.sessions {
+			if other.Resource == ref.Resource && !st.over {
+				lost.Current = other.Token
+			}
+		}
+		return 0, time.Time{}, lost
+	case st.owner != "" && st.owner != owner:
+		rejectionsTotal.WithLabelValues("forbidden").Inc()
+		return 0, time.Time{}, fmt.Errorf("%w: session %q belongs to another principal", fence.ErrForbidden, ref.Resource)
+	case ttl != 0 && ttl != st.ttl:
+		return 0, time.Time{}, fmt.Errorf("%w: a lease in session %q has the session's TTL, %s, not %s", fence.ErrBadRequest, ref.Resource, st.ttl, ttl)
+	}
+	if resource != "" {
+		st.leases[resource] = 0
+	}
+	return st.ttl, st.expires, nil
+}
+
+// joinedSession records token as resource's lease in session ref.
+func (s *Service) joinedSession(ref fence.SessionRef, resource string, token fence.Token) {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	if st := s.sessions[ref]; st != nil {
+		st.leases[resource] = token
+	}
+}
+
+// dropFromSession undoes joinSession for a grant that failed.
+func (s *Service) dropFromSession(ref fence.SessionRef, resource string) {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	if st := s.sessions[ref]; st != nil && st.leases[resource] == 0 {
+		delete(st.leases, resource)
+		if st.over && len(st.leases) == 0 {
+			delete(s.sessions, ref)
+		}
+	}
+}
+
+// sessionLeases returns the leases of session ref.
+func (s *Service) sessionLeases(ref fence.SessionRef) map[string]fence.Token {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	st := s.sessions[ref]
+	if st == nil {
+		return nil
+	}
+	leases := make(map[string]fence.Token, len(st.leases))
+	for r, t := range st.leases {
+		leases[r] = t
+	}
+	return leases
+}
+
+// syncSession moves the expiry of every lease in session ref to the
+// session's, after a renewal of the session.
+func (s *Service) syncSession(ref fence.SessionRef) {
+	for res := range s.sessionLeases(ref) {
+		e, err := s.enter("renew", res)
+		if err != nil {
+			return // closed
+		}
+		if l := e.lease; l != nil && l.Session == ref {
+			if until, ok := s.sessionAlive(l.Session, s.now()); ok && until.After(l.Expires) {
+				next := *l
+				next.Expires = until
+				s.setLeaseLocked(e, next)
+			}
+		}
+		s.leave(res, e)
+	}
+}
+
+// endSession ends every lease in session ref, which has just been released
+// (revoke false) or revoked (revoke true), the same way.
+func (s *Service) endSession(ctx context.Context, ref fence.SessionRef, revoke bool) {
+	for res, t := range s.sessionLeases(ref) {
+		e, err := s.enter("end session", res)
+		if err != nil {
+			return // closed
+		}
+		l := e.lease
+		if l == nil || l.Session != ref || (t != 0 && l.Token != t) {
+			s.leave(res, e)
+			continue
+		}
+		if revoke {
+			if _, err := s.revokeLocked(ctx, res, e); err != nil {
+				s.Logger.Error("revoking a lease of a revoked session failed", "resource", res, "session", ref.Resource, "error", err)
+			}
+			s.leave(res, e)
+			continue
+		}
+		abandoned, err := s.passLocked(ctx, res, e, changeReleased)
+		if err != nil {
+			// As a failed release: the lease stays, and runs out its TTL
+			// now that its session is over.
+			s.Logger.Error("releasing a lease of a closed session failed", "resource", res, "session", ref.Resource, "error", err)
+		} else {
+			releasesTotal.Inc()
+			if abandoned {
+				s.handOffLocked(res, e, changeAbandoned)
+			}
+		}
+		s.leave(res, e)
+	}
+}
+
+// noSession refuses a session in ctx for what, which cannot join one yet.
+func noSession(ctx context.Context, what string) error {
+	if ref := fence.SessionOf(ctx); !ref.IsZero() {
+		return fmt.Errorf("%w: %s cannot join a session (%q); acquire it on its own", fence.ErrBadRequest, what, ref.Resource)
+	}
+	return nil
+}
