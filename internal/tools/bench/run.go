@@ -187,10 +187,17 @@ func (r *runner) progress(doneC <-chan struct{}) {
 			if end.After(r.to) {
 				end = r.to
 			}
-			if d := end.Sub(lastAt); d > 0 { // else past the end: the last rate stands
+			switch d := end.Sub(lastAt); {
+			case d >= r.cfg.ProgressInterval/2:
 				rate = float64(p.Ops-lastOps) / d.Seconds()
 				lastOps, lastAt = p.Ops, end
-			}
+			case d > 0 && end.After(r.from):
+				// A sliver of an interval (a late tick before the end, on
+				// a loaded machine) says little: the rate of the whole
+				// measured time so far instead, not 0 for no op in 5 ms.
+				rate = float64(p.Ops) / end.Sub(r.from).Seconds()
+				lastOps, lastAt = p.Ops, end
+			} // else past the end: the last rate stands
 			p.Rate = rate
 		}
 		r.cfg.Progress(p)
