@@ -301,8 +301,9 @@ func failovers(t *testing.T) int {
 // TestCluster_LeaderKill kills the leading fence server with SIGKILL under
 // load, again and again: a standby serves within the election TTL, no token
 // goes down, no acknowledged write is lost, and every unexpired lease (the
-// permits of a semaphore too) stays renewable by its holder and is granted
-// to nobody else before it expires.
+// permits of a semaphore too, and the leases of a session, kept alive by
+// the session's renewals alone) stays renewable by its holder and is
+// granted to nobody else before it expires.
 func TestCluster_LeaderKill(t *testing.T) {
 	_, store := etcdStore(t)
 	c := startCluster(t, store, 3)
@@ -331,7 +332,22 @@ func TestCluster_LeaderKill(t *testing.T) {
 		}
 		permits = append(permits, ls)
 	}
-	held := slices.Concat(leases, permits)
+	// And a session with two leases in it, which only the session renews.
+	session, err := cl.Acquire(t.Context(), fence.SessionResource("cluster"), fence.WithTTL(8*time.Second), fence.WithHolder("session-holder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inSession := fence.WithSession(t.Context(), session.SessionRef())
+	joiner := newAPI(t, c.addrs(), 5*time.Second)
+	var joined []fence.Lease
+	for i := range 2 {
+		l, err := joiner.Acquire(inSession, fmt.Sprint("joined-", i), "session-holder", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		joined = append(joined, l)
+	}
+	held := slices.Concat(leases, permits, []*client.Lease{session})
 
 	var times []time.Duration
 	for round := range failovers(t) {
@@ -379,6 +395,15 @@ func TestCluster_LeaderKill(t *testing.T) {
 		if _, err := contender.AcquirePermit(t.Context(), "pool", "thief", 2, time.Second, 0); !errors.Is(err, fence.ErrLockHeld) {
 			t.Fatalf("round %d: a third permit of two: err=%v, want ErrLockHeld", round, err)
 		}
+		for _, l := range joined {
+			st, err := contender.Status(t.Context(), l.Resource)
+			if err != nil || !st.Held || st.Token != l.Token {
+				t.Fatalf("round %d: %s, in the session, after the failover: %+v, %v; want held with token %d", round, l.Resource, st, err, l.Token)
+			}
+			if _, err := contender.Acquire(t.Context(), l.Resource, "thief", time.Second, 0); !errors.Is(err, fence.ErrLockHeld) {
+				t.Fatalf("round %d: another holder's acquire of %s: err=%v, want ErrLockHeld", round, l.Resource, err)
+			}
+		}
 		// Each holder renews through the new leader before the next
 		// failover: a renewal sent after the kill moves its deadline past
 		// kill + TTL - margin.
@@ -390,6 +415,21 @@ func TestCluster_LeaderKill(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 			}
 		}
+		// The session's renewal through the new leader moved the expiry
+		// of the leases in it to its own: the takeover linked them to it.
+		for _, l := range joined {
+			for deadline := time.Now().Add(5 * time.Second); ; {
+				st, err1 := contender.Status(t.Context(), l.Resource)
+				ss, err2 := contender.Status(t.Context(), session.Resource())
+				if err1 == nil && err2 == nil && st.Expires.Equal(ss.Expires) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("round %d: %s expires at %v, its session at %v (%v, %v): the session's renewal did not renew it", round, l.Resource, st.Expires, ss.Expires, err1, err2)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
 		c.start(leader) // it comes back as a standby
 	}
 	for _, ls := range held {
@@ -398,6 +438,12 @@ func TestCluster_LeaderKill(t *testing.T) {
 		}
 		if err := ls.Release(t.Context()); err != nil {
 			t.Fatalf("release %s: %v", ls.Resource(), err)
+		}
+	}
+	// The session's release released the leases in it.
+	for _, l := range joined {
+		if st, err := joiner.Status(t.Context(), l.Resource); err != nil || st.Held {
+			t.Fatalf("%s after its session's release: %+v, %v; want free", l.Resource, st, err)
 		}
 	}
 	l.finish()

@@ -46,7 +46,8 @@ func (s *Service) renewLocked(ctx context.Context, resource string, e *entry, to
 }
 
 // Release implements fence.Locker: only the lease's owner, fence.OwnerOf(ctx),
-// may release it.
+// may release it. Releasing a session's resource releases every lease in
+// the session too, before it returns.
 func (s *Service) Release(ctx context.Context, resource string, token fence.Token) error {
 	if err := validateLease(resource, token, 0); err != nil {
 		return fmt.Errorf("lock: release: %w", err)
@@ -58,7 +59,7 @@ func (s *Service) Release(ctx context.Context, resource string, token fence.Toke
 	err = s.releaseLocked(ctx, resource, e, token)
 	s.leave(resource, e)
 	if err == nil && fence.IsSessionResource(resource) {
-		s.endSession(ctx, fence.SessionRef{Resource: resource, Token: token}, false)
+		s.endSession(fence.SessionRef{Resource: resource, Token: token}, false)
 	}
 	return err
 }

@@ -13,6 +13,7 @@ import (
 // old holder is fenced at once; then waiters are served as after a release.
 // A lock-delay in progress ends too, since the old holder is fenced. A revoke
 // is logged ("lock revoked") and counted in fence_lock_revocations_total.
+// A revoke of a session's resource revokes every lease in the session too.
 func (s *Service) Revoke(ctx context.Context, resource string) (fence.RevokeResult, error) {
 	if err := fence.ValidateResource(resource); err != nil {
 		return fence.RevokeResult{}, fmt.Errorf("lock: revoke: %w", err)
@@ -24,7 +25,7 @@ func (s *Service) Revoke(ctx context.Context, resource string) (fence.RevokeResu
 	res, err := s.revokeLocked(ctx, resource, e)
 	s.leave(resource, e)
 	if err == nil && res.Revoked != 0 && fence.IsSessionResource(resource) {
-		s.endSession(ctx, fence.SessionRef{Resource: resource, Token: res.Revoked}, true)
+		s.endSession(fence.SessionRef{Resource: resource, Token: res.Revoked}, true)
 	}
 	return res, err
 }

@@ -178,8 +178,11 @@ func (s *Service) syncSession(ref fence.SessionRef) {
 }
 
 // endSession ends every lease in session ref, which has just been released
-// (revoke false) or revoked (revoke true), the same way.
-func (s *Service) endSession(ctx context.Context, ref fence.SessionRef, revoke bool) {
+// (revoke false) or revoked (revoke true), the same way. It records the
+// ends with the service's own context: the caller going away must not
+// leave them half done.
+func (s *Service) endSession(ref fence.SessionRef, revoke bool) {
+	ctx := s.ctx
 	for res, t := range s.sessionLeases(ref) {
 		e, err := s.enter("end session", res)
 		if err != nil {
