@@ -31,15 +31,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/fence-lock/fence"
@@ -79,11 +76,12 @@ func run(fenceBin string, clients, limit int, dur, warmup time.Duration, rounds 
 		return err
 	}
 	defer os.RemoveAll(dir)
-	addr, stopFence, err := startFence(fenceBin, dir)
+	fs, err := testserver.StartFence(fenceBin, dir)
 	if err != nil {
 		return err
 	}
-	defer stopFence()
+	defer fs.Close()
+	addr := fs.URL
 	z, err := testserver.StartZooKeeper(dir)
 	if err != nil {
 		return err
@@ -212,37 +210,6 @@ func fenceCase(addr string, limit int) func(context.Context, int) (func(context.
 			return err
 		}
 		return cycle, tr.CloseIdleConnections, nil
-	}
-}
-
-// startFence starts fence serve on a free loopback port with its data under
-// dir, and returns its URL once it is ready.
-func startFence(bin, dir string) (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	hostPort := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(bin, "serve", "--listen", hostPort, "--data", dir+"/fence")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return "", nil, err
-	}
-	stop := func() { cmd.Process.Kill(); cmd.Wait() }
-	url := "http://" + hostPort
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if r, err := http.Get(url + "/readyz"); err == nil {
-			r.Body.Close()
-			if r.StatusCode == http.StatusOK {
-				return url, stop, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return "", nil, errors.New("fence serve not ready within 30s")
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
