@@ -107,9 +107,9 @@ func parsePermitNumber(s string) (int, bool) {
 }
 
 // ValidateSemaphore returns an error wrapping ErrBadRequest unless resource
-// may name a semaphore with limit n: a valid resource name that is not
-// itself a slot resource, whose slot names fit in MaxNameLen, and n in
-// 1..MaxPermits.
+// may name a semaphore with limit n: a valid resource name that is neither
+// a slot resource nor a session's, whose slot names fit in MaxNameLen, and
+// n in 1..MaxPermits.
 func ValidateSemaphore(resource string, n int) error {
 	if err := ValidateResource(resource); err != nil {
 		return err
@@ -119,6 +119,9 @@ func ValidateSemaphore(resource string, n int) error {
 	}
 	if _, _, _, ok := ParseSlot(resource); ok {
 		return fmt.Errorf("%w: resource %q is the slot of a permit, not a semaphore", ErrBadRequest, resource)
+	}
+	if IsSessionResource(resource) {
+		return fmt.Errorf("%w: resource %q is a session's, not a semaphore", ErrBadRequest, resource)
 	}
 	if l := len(SlotResource(resource, n, n)); l > MaxNameLen {
 		return fmt.Errorf("%w: resource %q is too long for a semaphore: its slots' names would be %d bytes, more than %d", ErrBadRequest, resource, l, MaxNameLen)

@@ -98,6 +98,10 @@ func testAPISessions(t *testing.T, newService newServiceFunc) {
 		return n
 	}
 	aTok, bTok := held("sess-a"), held("sess-b")
+	// A permit joins the session too.
+	pr := apiDo(t, "POST", url+"/v1/locks/sess-pool/acquire", fmt.Appendf(nil, `{"holder":"w","limit":2,"session":{"resource":".session/w","token":%d}}`, sessTok), nil)
+	apiOK(t, pr, map[string]any{"resource": "sess-pool/permit-1-of-2", "holder": "w", "token": apiPosInt, "ttl_ms": 60000,
+		"expires_at": apiExpiresIn(time.Minute), "session": session})
 	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/sess-a/renew", fmt.Appendf(nil, `{"token":%d}`, aTok), nil), http.StatusBadRequest, "bad_request", nil)
 	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/sess-c/acquire", fmt.Appendf(nil, `{"holder":"w","ttl_ms":5000,"session":{"resource":".session/w","token":%d}}`, sessTok), nil),
 		http.StatusBadRequest, "bad_request", nil)
@@ -106,7 +110,7 @@ func testAPISessions(t *testing.T, newService newServiceFunc) {
 	apiPut(t, url, "sess-a", "k", []byte("a"), apiTok(aTok))
 
 	apiRelease(t, url, ".session%2Fw", sessTok)
-	for _, res := range []string{"sess-a", "sess-b"} {
+	for _, res := range []string{"sess-a", "sess-b", "sess-pool%2Fpermit-1-of-2"} {
 		r := apiDo(t, "GET", url+"/v1/locks/"+res, nil, nil)
 		if m := r.members(t); r.status != http.StatusOK || m["held"] != false {
 			t.Fatalf("%s after the session closed: %s, want free", res, r)

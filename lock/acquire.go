@@ -259,15 +259,21 @@ func validateAcquire(resource, holder string, ttl, wait time.Duration, ref fence
 	if base, _, n, ok := fence.ParseSlot(resource); ok {
 		return fmt.Errorf("%w: %q is the slot of a permit of semaphore %q: acquire %q with limit %d instead", fence.ErrBadRequest, resource, base, base, n)
 	}
+	if !ref.IsZero() && fence.IsSessionResource(resource) {
+		return fmt.Errorf("%w: %q is a session's resource: a session cannot be in another", fence.ErrBadRequest, resource)
+	}
+	return validateSessionHold(holder, ttl, wait, ref)
+}
+
+// validateSessionHold is validateHold for a hold in session ref (none if
+// zero), whose ttl may be 0: the session's, checked against it later.
+func validateSessionHold(holder string, ttl, wait time.Duration, ref fence.SessionRef) error {
 	if !ref.IsZero() {
 		if err := ref.Validate(); err != nil {
 			return err
 		}
-		if fence.IsSessionResource(resource) {
-			return fmt.Errorf("%w: %q is a session's resource: a session cannot be in another", fence.ErrBadRequest, resource)
-		}
 		if ttl == 0 {
-			ttl = fence.MinTTL // the session's, checked against it later
+			ttl = fence.MinTTL
 		}
 	}
 	return validateHold(holder, ttl, wait)

@@ -34,18 +34,22 @@ type semaphore struct {
 var _ fence.PermitAcquirer = (*Service)(nil)
 
 // AcquirePermit implements fence.PermitAcquirer. The lease belongs to
-// fence.OwnerOf(ctx) and names its slot as its Resource.
+// fence.OwnerOf(ctx), names its slot as its Resource, and joins the session
+// fence.SessionOf(ctx) if there is one, as Acquire's does.
 func (s *Service) AcquirePermit(ctx context.Context, resource, holder string, limit int, ttl, wait time.Duration) (fence.Lease, error) {
 	start := time.Now()
+	ref := fence.SessionOf(ctx)
 	err := fence.ValidateSemaphore(resource, limit)
 	if err == nil {
-		err = validateHold(holder, ttl, wait)
-	}
-	if err == nil {
-		err = noSession(ctx, "a permit")
+		err = validateSessionHold(holder, ttl, wait, ref)
 	}
 	if err != nil {
 		return fence.Lease{}, fmt.Errorf("lock: acquire: %w", err)
+	}
+	if !ref.IsZero() {
+		if _, _, err := s.joinSession(ref, fence.OwnerOf(ctx), ttl, ""); err != nil {
+			return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
+		}
 	}
 	if s.closed.Load() {
 		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, fence.ErrClosed)
@@ -97,7 +101,11 @@ func (s *Service) tryPermitLocked(ctx context.Context, resource string, sem *sem
 		if e.lease != nil && e.lease.Holder == holder {
 			// A retry by the holder: its own permit again, as for a lock.
 			l, err := fence.Lease{}, s.forbiddenLocked("acquire", slot, e, owner)
-			if err == nil {
+			switch ref := fence.SessionOf(ctx); {
+			case err != nil:
+			case e.lease.Session != ref || !ref.IsZero():
+				l, err = s.retriedInSessionLocked(slot, e, ref)
+			default:
 				l, err = s.refreshLocked(ctx, slot, e, ttl, now, changeRetried)
 			}
 			s.leaveSlot(slot, e)
@@ -106,7 +114,7 @@ func (s *Service) tryPermitLocked(ctx context.Context, resource string, sem *sem
 		s.leaveSlot(slot, e)
 	}
 	full := s.MaxWaiters > 0 && len(sem.queue) >= s.MaxWaiters
-	w := &waiter{ctx: ctx, holder: holder, owner: owner, ttl: ttl, resultC: make(chan result, 1)}
+	w := &waiter{ctx: ctx, holder: holder, owner: owner, ttl: ttl, session: fence.SessionOf(ctx), resultC: make(chan result, 1)}
 	sem.queue = append(sem.queue, w)
 	waiters.Inc()
 	s.servePermitsLocked(resource, sem)
@@ -170,7 +178,7 @@ func (s *Service) servePermitsLocked(resource string, sem *semaphore) {
 		s.expireLocked(slot, e, s.now())
 		if e.lease == nil && !s.delayedLocked(e, s.now()) && len(e.queue) == 0 {
 			sem.queue.pop()
-			l, err := s.grantLocked(s.ctx, slot, e, w.holder, w.owner, w.ttl, fence.SessionRef{})
+			l, err := s.grantLocked(s.ctx, slot, e, w.holder, w.owner, w.ttl, w.session)
 			switch {
 			case err != nil:
 				w.resultC <- result{err: err}

@@ -141,6 +141,53 @@ func TestService_SessionRelease(t *testing.T) {
 	})
 }
 
+// TestService_SessionPermits: permits join a session as locks do, even
+// one served from the queue, and end with it.
+func TestService_SessionPermits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := open(t, memory.New())
+		sess, in := openSession(t, s, "w", "w", 10*time.Second)
+		p1, err := s.AcquirePermit(in, "jobs", "w", 2, 0, 0)
+		if err != nil || p1.Session.Token != sess.Token || p1.TTL != 10*time.Second {
+			t.Fatalf("a permit in the session: %+v, %v", p1, err)
+		}
+		other := permit(t, s, "jobs", "x", 2, time.Minute)
+		got := make(chan fence.Lease, 1)
+		go func() {
+			l, err := s.AcquirePermit(in, "jobs", "w2", 2, 0, fence.MaxWait)
+			if err != nil {
+				t.Errorf("a waiting permit in the session: %v", err)
+			}
+			got <- l
+		}()
+		synctest.Wait()
+		if err := s.Release(t.Context(), other.Resource, other.Token); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		p2 := <-got
+		if p2.Session.Token != sess.Token || p2.Resource != other.Resource {
+			t.Fatalf("the waiter's permit: %+v, want %s in the session", p2, other.Resource)
+		}
+		for range 3 { // renewed by nobody but the session
+			time.Sleep(8 * time.Second)
+			if _, err := s.Renew(t.Context(), sess.Resource, sess.Token, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantHeldBy(t, s, p1.Resource, p1.Token)
+		wantHeldBy(t, s, p2.Resource, p2.Token)
+		if err := s.Release(t.Context(), sess.Resource, sess.Token); err != nil {
+			t.Fatal(err)
+		}
+		wantFree(t, s, p1.Resource)
+		wantFree(t, s, p2.Resource)
+		if l := permit(t, s, "jobs", "y", 2, time.Minute); l.Token != p1.Token+1 && l.Token != p2.Token+1 {
+			t.Fatalf("a permit after the session: %+v, want a slot's next token", l)
+		}
+	})
+}
+
 // TestService_SessionRevoke: a revoke of a session revokes every lease in
 // it: each resource's fence rises past its lease's token.
 func TestService_SessionRevoke(t *testing.T) {
@@ -161,7 +208,7 @@ func TestService_SessionRevoke(t *testing.T) {
 
 // TestService_SessionRefusals: a lease joins only an open session of its
 // own principal, with the session's TTL; a session is in no session, is not
-// handed over, and permits and multi-acquires join none.
+// handed over, and multi-acquires join none.
 func TestService_SessionRefusals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := open(t, memory.New())
@@ -194,8 +241,11 @@ func TestService_SessionRefusals(t *testing.T) {
 		if l, err := s.Acquire(in, "a", "w", 10*time.Second, 0); err != nil || l.Session != ref {
 			t.Fatalf("the session's own TTL: %+v, %v", l, err)
 		}
-		if _, err := s.AcquirePermit(in, "jobs", "w", 2, 10*time.Second, 0); !errors.Is(err, fence.ErrBadRequest) {
-			t.Errorf("a permit in a session: %v, want ErrBadRequest", err)
+		if _, err := s.AcquirePermit(in, "jobs", "w", 2, 5*time.Second, 0); !errors.Is(err, fence.ErrBadRequest) {
+			t.Errorf("a permit in a session with another TTL: %v, want ErrBadRequest", err)
+		}
+		if _, err := s.AcquirePermit(alice, fence.SessionResource("w"), "w", 2, 10*time.Second, 0); !errors.Is(err, fence.ErrBadRequest) {
+			t.Errorf("a session's resource as a semaphore: %v, want ErrBadRequest", err)
 		}
 		if _, err := s.AcquireAll(in, []string{"m", "n"}, "w", 10*time.Second, 0); !errors.Is(err, fence.ErrBadRequest) {
 			t.Errorf("a multi-acquire in a session: %v, want ErrBadRequest", err)
