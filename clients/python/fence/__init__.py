@@ -66,10 +66,13 @@ from .types import (
     LockStatus,
     Put,
     RevokeResult,
+    SESSION_PREFIX,
+    SessionRef,
     Transferred,
     WriteResult,
     check_token,
     parse_time,
+    session_resource,
 )
 from .watch import EVENT_TYPES, Event, Watch, decode_event
 
@@ -90,6 +93,9 @@ __all__ = [
     "LockInfo",
     "LockPage",
     "RevokeResult",
+    "SESSION_PREFIX",
+    "SessionRef",
+    "session_resource",
     "Transferred",
     "WriteResult",
     "Item",

@@ -27,6 +27,7 @@ from .types import (
     LockStatus,
     Put,
     RevokeResult,
+    SessionRef,
     Transferred,
     WriteResult,
     check_token,
@@ -224,10 +225,11 @@ class Client:
         self,
         resource: str,
         holder: str,
-        ttl: Seconds = DEFAULT_TTL,
+        ttl: Optional[Seconds] = None,
         wait: Seconds = 0,
         *,
         limit: Optional[int] = None,
+        session: Any = None,
     ) -> LeaseInfo:
         """Acquire ``resource`` for ``holder`` once, without keepalive: the
         answer of POST /v1/locks/{resource}/acquire. The lease runs out after
@@ -242,12 +244,26 @@ class Client:
         the permit's slot, ``{resource}/permit-I-of-N``, which renew, release,
         transfer and fenced writes take. Another limit than the one the
         permits held now were taken with, or a slot's name acquired without
-        a limit, is :class:`fence.BadRequestError`."""
-        ttl_s, wait_s = _seconds(ttl, "ttl"), _seconds(wait, "wait")
-        b: Dict[str, Any] = {"holder": holder, "ttl_ms": _ms(ttl_s), "wait_ms": _ms(wait_s)}
+        a limit, is :class:`fence.BadRequestError`.
+
+        With ``session`` (a :class:`fence.SessionRef`, or the lease on a
+        session resource, ``fence.session_resource(NAME)``, e.g. a
+        :class:`fence.Lease` that keeps it alive) the lease joins that
+        session: its TTL is the session's (``ttl`` None, or the same), the
+        session's renewals renew it (its own renew is
+        :class:`fence.BadRequestError`), and it ends with the session. A
+        session that is not open is :class:`fence.LeaseLostError`. ``ttl``
+        None is ``DEFAULT_TTL`` outside a session."""
+        ref = SessionRef.of(session) if session is not None else None
+        wait_s = _seconds(wait, "wait")
+        b: Dict[str, Any] = {"holder": holder, "wait_ms": _ms(wait_s)}
+        if ttl is not None or ref is None:
+            b["ttl_ms"] = _ms(_seconds(DEFAULT_TTL if ttl is None else ttl, "ttl"))
         lim = _limit(limit)
         if lim is not None:
             b["limit"] = lim
+        if ref is not None:
+            b["session"] = {"resource": ref.resource, "token": ref.token}
         body = json.dumps(b).encode()
         req = Request("POST", "/v1/locks/%s/acquire" % _seg(resource, "resource"), body=body, retryable=True, extra_timeout=max(0.0, wait_s))
         return self._json(req, decode=LeaseInfo.from_json)

@@ -73,11 +73,40 @@ def _opt_time(v: Any) -> Optional[_dt.datetime]:
     return parse_time(v)
 
 
+#: The prefix of every session resource: a session is a lease on
+#: ``.session/NAME``, opened by acquiring it, renewed by renewing it and
+#: closed by releasing it.
+SESSION_PREFIX = ".session/"
+
+
+def session_resource(name: str) -> str:
+    """The resource of the session called ``name``."""
+    return SESSION_PREFIX + name
+
+
+@dataclass(frozen=True)
+class SessionRef:
+    """A session: the lease on its session resource that is it."""
+
+    resource: str
+    token: int
+
+    @classmethod
+    def of(cls, lease: Any) -> "SessionRef":
+        """The session that ``lease`` (a :class:`SessionRef`, a
+        :class:`LeaseInfo` or a :class:`fence.Lease` on a session resource)
+        is; ``ValueError`` or :class:`InvalidTokenError` if it is none."""
+        resource, token = getattr(lease, "resource", None), getattr(lease, "token", None)
+        if not isinstance(resource, str) or not resource.startswith(SESSION_PREFIX) or resource == SESSION_PREFIX:
+            raise ValueError("session %r is not a lease on a session resource (%sNAME)" % (resource, SESSION_PREFIX))
+        return cls(resource, check_token(token, "session token"))
+
+
 @dataclass(frozen=True)
 class LeaseInfo:
     """A lease as the server describes it, the answer to acquire and renew.
     ``ttl`` is in seconds; ``sequencer`` is None when the server signs
-    nothing."""
+    nothing; ``session`` is the session the lease is in, None for none."""
 
     resource: str
     holder: str
@@ -85,6 +114,7 @@ class LeaseInfo:
     ttl: float
     expires_at: _dt.datetime
     sequencer: Optional[str] = None
+    session: Optional[SessionRef] = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "LeaseInfo":
@@ -96,6 +126,7 @@ class LeaseInfo:
             ttl=d["ttl_ms"] / 1000.0,
             expires_at=parse_time(d["expires_at"]),
             sequencer=d.get("sequencer") or None,
+            session=SessionRef(d["session"]["resource"], d["session"]["token"]) if d.get("session") else None,
         )
 
 

@@ -59,6 +59,26 @@ export interface LeaseInfo {
   expiresAt: Date;
   /** The signed sequencer of the grant; undefined if the server signs nothing. */
   sequencer?: string;
+  /** The session the lease is in; undefined for a lease of its own. */
+  session?: SessionRef;
+}
+
+/**
+ * The prefix of every session resource: a session is a lease on
+ * `.session/NAME`, opened by acquiring it, renewed by renewing it and closed
+ * by releasing it.
+ */
+export const SESSION_PREFIX = ".session/";
+
+/** Returns the resource of the session called name. */
+export function sessionResource(name: string): string {
+  return SESSION_PREFIX + name;
+}
+
+/** A session: the lease on its session resource that is it. */
+export interface SessionRef {
+  resource: string;
+  token: bigint;
 }
 
 /** The status of a lock, from GET /v1/locks/{resource}. */
@@ -278,6 +298,11 @@ function leaseOf(o: Record<string, JSONValue>, what: string): LeaseInfo {
     expiresAt: dateOf(o, "expires_at", what),
   };
   if (typeof o.sequencer === "string" && o.sequencer !== "") l.sequencer = o.sequencer;
+  const s = o.session;
+  if (s !== undefined && s !== null) {
+    if (typeof s !== "object" || Array.isArray(s)) throw new ProtocolError(`fence: ${what}: member session is not an object`);
+    l.session = { resource: strOf(s, "resource", what), token: bigOf(s, "token", what) };
+  }
   return l;
 }
 
@@ -376,6 +401,14 @@ export class Client {
    * which renew, release, transfer and fenced writes take. Another limit than
    * the one the permits held now were taken with, or a slot's name acquired
    * without a limit, rejects with BadRequestError.
+   *
+   * With session (a SessionRef, or the lease on a session resource,
+   * sessionResource(NAME), e.g. a Lease that keeps it alive) the lease joins
+   * that session: its TTL is the session's (ttlMs undefined, or the same),
+   * the session's renewals renew it (its own renew rejects with
+   * BadRequestError), and it ends with the session. A session that is not
+   * open rejects with LeaseLostError. ttlMs defaults to 10000 outside a
+   * session.
    */
   async acquireOnce(
     resource: string,
@@ -385,12 +418,25 @@ export class Client {
       waitMs?: number;
       /** Take one of the limit permits of the semaphore resource (1..1000). */
       limit?: number;
+      /** Join this session. */
+      session?: { readonly resource: string; readonly token: TokenLike };
     } & CallOptions,
   ): Promise<LeaseInfo> {
-    const ttlMs = options.ttlMs ?? 10_000, waitMs = options.waitMs ?? 0;
-    checkMs(ttlMs, "ttlMs");
+    const waitMs = options.waitMs ?? 0;
     checkMs(waitMs, "waitMs");
-    const body: Record<string, unknown> = { holder: options.holder, ttl_ms: Math.round(ttlMs), wait_ms: Math.round(waitMs) };
+    const body: Record<string, unknown> = { holder: options.holder, wait_ms: Math.round(waitMs) };
+    if (options.session !== undefined) {
+      const { resource: sr, token: st } = options.session;
+      if (typeof sr !== "string" || !sr.startsWith(SESSION_PREFIX) || sr === SESSION_PREFIX) {
+        throw new TypeError(`fence: session ${show(sr)} is not a lease on a session resource (${SESSION_PREFIX}NAME)`);
+      }
+      body.session = { resource: sr, token: toToken(st, "session token") };
+    }
+    if (options.ttlMs !== undefined || options.session === undefined) {
+      const ttlMs = options.ttlMs ?? 10_000;
+      checkMs(ttlMs, "ttlMs");
+      body.ttl_ms = Math.round(ttlMs);
+    }
     if (options.limit !== undefined) body.limit = checkLimit(options.limit);
     const path = lockPath(resource, "/acquire");
     const o = await this.#json({
