@@ -46,7 +46,8 @@ func (c *API) AcquirePermit(ctx context.Context, resource, holder string, limit 
 // resource granted in one change or none, the leases in the order of
 // resources.
 func (c *API) AcquireAll(ctx context.Context, resources []string, holder string, ttl, wait time.Duration) ([]fence.Lease, error) {
-	body := jsonBody(wire.AcquireAllRequest{Resources: resources, Holder: holder, TTLMS: ttl.Milliseconds(), WaitMS: wait.Milliseconds()})
+	body := jsonBody(wire.AcquireAllRequest{Resources: resources, Holder: holder, TTLMS: ttl.Milliseconds(), WaitMS: wait.Milliseconds(),
+		Session: wire.NewSessionRef(fence.SessionOf(ctx))})
 	var resp wire.AcquireAllResponse
 	if err := c.doJSON(ctx, send(wire.OpAcquireLocks, "", "", request{body: body, retryable: true}), &resp); err != nil {
 		return nil, err

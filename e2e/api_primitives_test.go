@@ -98,6 +98,25 @@ func testAPISessions(t *testing.T, newService newServiceFunc) {
 		return n
 	}
 	aTok, bTok := held("sess-a"), held("sess-b")
+	// So do a multi-acquire's leases.
+	mr := apiDo(t, "POST", url+"/v1/locks", fmt.Appendf(nil, `{"resources":["sess-m1","sess-m2"],"holder":"w","session":{"resource":".session/w","token":%d}}`, sessTok), nil)
+	var multi struct {
+		Leases []struct {
+			Session struct {
+				Resource string `json:"resource"`
+				Token    uint64 `json:"token"`
+			} `json:"session"`
+			TTLMS int64 `json:"ttl_ms"`
+		} `json:"leases"`
+	}
+	if mr.status != http.StatusOK || json.Unmarshal(mr.body, &multi) != nil || len(multi.Leases) != 2 {
+		t.Fatalf("multi-acquire in the session: %s", mr)
+	}
+	for _, l := range multi.Leases {
+		if l.Session.Resource != ".session/w" || l.Session.Token != sessTok || l.TTLMS != 60000 {
+			t.Fatalf("multi-acquire in the session: %s", mr)
+		}
+	}
 	// A permit joins the session too.
 	pr := apiDo(t, "POST", url+"/v1/locks/sess-pool/acquire", fmt.Appendf(nil, `{"holder":"w","limit":2,"session":{"resource":".session/w","token":%d}}`, sessTok), nil)
 	apiOK(t, pr, map[string]any{"resource": "sess-pool/permit-1-of-2", "holder": "w", "token": apiPosInt, "ttl_ms": 60000,
@@ -110,7 +129,7 @@ func testAPISessions(t *testing.T, newService newServiceFunc) {
 	apiPut(t, url, "sess-a", "k", []byte("a"), apiTok(aTok))
 
 	apiRelease(t, url, ".session%2Fw", sessTok)
-	for _, res := range []string{"sess-a", "sess-b", "sess-pool%2Fpermit-1-of-2"} {
+	for _, res := range []string{"sess-a", "sess-b", "sess-pool%2Fpermit-1-of-2", "sess-m1", "sess-m2"} {
 		r := apiDo(t, "GET", url+"/v1/locks/"+res, nil, nil)
 		if m := r.members(t); r.status != http.StatusOK || m["held"] != false {
 			t.Fatalf("%s after the session closed: %s, want free", res, r)

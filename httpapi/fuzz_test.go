@@ -86,6 +86,7 @@ func FuzzDecodeAcquireAll(f *testing.F) {
 		`{"resources":["a","b"],"holder":"w","ttl_ms":10000,"wait_ms":0}`, `{"resources":["a"],"holder":"w"}`,
 		`{"resources":["a","a"],"holder":"w"}`, `{"resources":[],"holder":"w"}`, `{"resources":"a","holder":"w"}`,
 		`{"resources":["a",1],"holder":"w"}`, `{"resources":["\ud800"],"holder":"w"}`, `{"resources":["a"],"holder":"w","limit":2}`,
+		`{"resources":["a"],"holder":"w","session":{"resource":".session/w","token":3}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -108,7 +109,14 @@ func FuzzDecodeAcquireAll(f *testing.F) {
 		if err := fence.ValidateHolder(req.Holder); err != nil {
 			t.Fatalf("accepted holder %q: %v", req.Holder, err)
 		}
-		b, _ := json.Marshal(map[string]any{"resources": req.Resources, "holder": req.Holder, "ttl_ms": req.TTL.Milliseconds(), "wait_ms": req.Wait.Milliseconds()})
+		m := map[string]any{"resources": req.Resources, "holder": req.Holder, "wait_ms": req.Wait.Milliseconds()}
+		if req.TTL != 0 {
+			m["ttl_ms"] = req.TTL.Milliseconds()
+		}
+		if !req.Session.IsZero() {
+			m["session"] = map[string]any{"resource": req.Session.Resource, "token": req.Session.Token}
+		}
+		b, _ := json.Marshal(m)
 		if again, err := decodeAcquireAll(b); err != nil || !slices.Equal(again.Resources, req.Resources) || again.acquireRequest != req.acquireRequest {
 			t.Fatalf("round trip of %s: %+v, %v", b, again, err)
 		}

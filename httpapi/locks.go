@@ -178,7 +178,11 @@ func (s *Handler) acquireAll(c *call) error {
 	var done func()
 	req.Wait, done = s.takeWaitSlot(c, req.Wait)
 	defer done()
-	ls, err := ma.AcquireAll(c.ownerContext(), req.Resources, req.Holder, req.TTL, req.Wait)
+	ctx := c.ownerContext()
+	if !req.Session.IsZero() {
+		ctx = fence.WithSession(ctx, req.Session)
+	}
+	ls, err := ma.AcquireAll(ctx, req.Resources, req.Holder, req.TTL, req.Wait)
 	if err != nil {
 		return err
 	}
@@ -282,19 +286,7 @@ func decodeAcquire(data []byte) (acquireRequest, error) {
 	if err != nil {
 		return acquireRequest{}, err
 	}
-	req, err := decodeAcquireMembers(ms)
-	if err != nil {
-		return req, err
-	}
-	if v := get(ms, "session"); v != nil {
-		if req.Session, err = decodeSessionRef(v); err != nil {
-			return req, err
-		}
-		if get(ms, "ttl_ms") == nil {
-			req.TTL = 0
-		}
-	}
-	return req, nil
+	return decodeAcquireMembers(ms)
 }
 
 // decodeSessionRef decodes {"resource", "token"}, both required.
@@ -345,6 +337,14 @@ func decodeAcquireMembers(ms []member) (acquireRequest, error) {
 		}
 		req.Limit = int(n)
 	}
+	if v := get(ms, "session"); v != nil {
+		if req.Session, err = decodeSessionRef(v); err != nil {
+			return req, err
+		}
+		if get(ms, "ttl_ms") == nil {
+			req.TTL = 0 // the session's
+		}
+	}
 	return req, nil
 }
 
@@ -354,12 +354,13 @@ type acquireAllRequest struct {
 	Resources []string
 }
 
-// decodeAcquireAll decodes {"resources", "holder", "ttl_ms", "wait_ms"}:
-// resources required, an array of 1..fence.MaxMultiAcquire distinct valid
-// names; the rest as for an acquire (no limit: permits are taken one by one).
+// decodeAcquireAll decodes {"resources", "holder", "ttl_ms", "wait_ms",
+// "session"}: resources required, an array of 1..fence.MaxMultiAcquire
+// distinct valid names; the rest as for an acquire (no limit: permits are
+// taken one by one).
 func decodeAcquireAll(data []byte) (acquireAllRequest, error) {
 	var req acquireAllRequest
-	ms, err := decodeObject("acquire", data, "resources", "holder", "ttl_ms", "wait_ms")
+	ms, err := decodeObject("acquire", data, "resources", "holder", "ttl_ms", "wait_ms", "session")
 	if err != nil {
 		return req, err
 	}

@@ -23,20 +23,23 @@ import (
 var _ fence.MultiAcquirer = (*Service)(nil)
 
 // AcquireAll implements fence.MultiAcquirer. The leases belong to
-// fence.OwnerOf(ctx).
+// fence.OwnerOf(ctx), and join the session fence.SessionOf(ctx) if there is
+// one, as Acquire's does.
 func (s *Service) AcquireAll(ctx context.Context, resources []string, holder string, ttl, wait time.Duration) ([]fence.Lease, error) {
 	start := time.Now()
-	names, err := multiNames(resources)
+	owner, ref := fence.OwnerOf(ctx), fence.SessionOf(ctx)
+	names, err := multiNames(resources, ref)
 	if err == nil {
-		err = validateHold(holder, ttl, wait)
-	}
-	if err == nil {
-		err = noSession(ctx, "a multi-acquire")
+		err = validateSessionHold(holder, ttl, wait, ref)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lock: acquire: %w", err)
 	}
-	owner := fence.OwnerOf(ctx)
+	if !ref.IsZero() {
+		if _, _, err := s.joinSession(ref, owner, ttl, ""); err != nil {
+			return nil, fmt.Errorf("lock: acquire %q: %w", resources, err)
+		}
+	}
 	deadline := time.Now().Add(wait)
 	// Each name's entry, referenced until the end; mine[i]: the holder's
 	// own lease already (a retry), else reserved.
@@ -56,7 +59,7 @@ func (s *Service) AcquireAll(ctx context.Context, resources []string, holder str
 		entries = append(entries, e)
 		mine[i] = own
 	}
-	leases, err := s.grantAll(ctx, names, entries, mine, holder, owner, ttl)
+	leases, err := s.grantAll(ctx, names, entries, mine, holder, owner, ttl, ref)
 	for i, e := range entries {
 		if err != nil {
 			s.unreserve(names[i], e, mine[i])
@@ -76,15 +79,15 @@ func (s *Service) AcquireAll(ctx context.Context, resources []string, holder str
 	return out, nil
 }
 
-// multiNames returns resources sorted, each checked as Acquire checks it; a
-// name given twice, or none, wraps fence.ErrBadRequest.
-func multiNames(resources []string) ([]string, error) {
+// multiNames returns resources sorted, each checked as Acquire checks it
+// for session ref; a name given twice, or none, wraps fence.ErrBadRequest.
+func multiNames(resources []string, ref fence.SessionRef) ([]string, error) {
 	if len(resources) == 0 || len(resources) > fence.MaxMultiAcquire {
 		return nil, fmt.Errorf("%w: %d resources: a multi-acquire takes 1..%d", fence.ErrBadRequest, len(resources), fence.MaxMultiAcquire)
 	}
 	names := slices.Sorted(slices.Values(resources))
 	for i, name := range names {
-		if err := validateAcquire(name, "h", fence.MinTTL, 0, fence.SessionRef{}); err != nil {
+		if err := validateAcquire(name, "h", fence.MinTTL, 0, ref); err != nil {
 			return nil, err
 		}
 		if i > 0 && names[i-1] == name {
@@ -177,7 +180,9 @@ func (s *Service) unreserve(resource string, e *entry, own bool) {
 // with every entry locked in the order of names (the only place that locks
 // two entries at once; in that order, so that it never waits for itself).
 // On failure nothing is granted and every reservation is still in place.
-func (s *Service) grantAll(ctx context.Context, names []string, entries []*entry, mine []bool, holder, owner string, ttl time.Duration) ([]fence.Lease, error) {
+// In session ref (none if zero) the holder's own leases must be in it too,
+// and the new ones join it.
+func (s *Service) grantAll(ctx context.Context, names []string, entries []*entry, mine []bool, holder, owner string, ttl time.Duration, ref fence.SessionRef) ([]fence.Lease, error) {
 	for i, e := range entries {
 		if err := s.lockEntry(e); err != nil {
 			for _, u := range entries[:i] {
@@ -208,7 +213,12 @@ func (s *Service) grantAll(ctx context.Context, names []string, entries []*entry
 			return nil, &fence.LockHeldError{Resource: name}
 		}
 		var err error
-		if leases[i], err = s.refreshLocked(ctx, name, e, ttl, now, changeRetried); err != nil {
+		if !ref.IsZero() || !e.lease.Session.IsZero() {
+			leases[i], err = s.retriedInSessionLocked(name, e, ref)
+		} else {
+			leases[i], err = s.refreshLocked(ctx, name, e, ttl, now, changeRetried)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -216,8 +226,25 @@ func (s *Service) grantAll(ctx context.Context, names []string, entries []*entry
 	expires := now.Add(ttl)
 	var tokens []fence.Token
 	if len(grant) > 0 {
+		joined := grant[:0:0]
+		drop := func() {
+			for _, name := range joined {
+				s.dropFromSession(ref, name)
+			}
+		}
+		if !ref.IsZero() {
+			for _, name := range grant {
+				var err error
+				if ttl, expires, err = s.joinSession(ref, owner, ttl, name); err != nil {
+					drop()
+					return nil, fmt.Errorf("lock: acquire %q: %w", names, err)
+				}
+				joined = append(joined, name)
+			}
+		}
 		var err error
-		if tokens, err = s.ledger.GrantAll(grantContext(ctx, owner, fence.SessionRef{}), grant, holder, ttl, wallclock.Report(expires)); err != nil {
+		if tokens, err = s.ledger.GrantAll(grantContext(ctx, owner, ref), grant, holder, ttl, wallclock.Report(expires)); err != nil {
+			drop()
 			return nil, fmt.Errorf("lock: acquire %q: %w", names, err)
 		}
 	}
@@ -230,8 +257,11 @@ func (s *Service) grantAll(ctx context.Context, names []string, entries []*entry
 		e.reserved = false
 		token := tokens[0]
 		tokens = tokens[1:]
+		if !ref.IsZero() {
+			s.joinedSession(ref, name, token)
+		}
 		var err error
-		leases[i], err = s.grantedLocked(e, fence.Lease{Resource: name, Holder: holder, Owner: owner, Token: token, TTL: ttl, Expires: expires}, token)
+		leases[i], err = s.grantedLocked(e, fence.Lease{Resource: name, Holder: holder, Owner: owner, Token: token, TTL: ttl, Expires: expires, Session: ref}, token)
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}

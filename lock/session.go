@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -213,12 +212,4 @@ func (s *Service) endSession(ref fence.SessionRef, revoke bool) {
 		}
 		s.leave(res, e)
 	}
-}
-
-// noSession refuses a session in ctx for what, which cannot join one yet.
-func noSession(ctx context.Context, what string) error {
-	if ref := fence.SessionOf(ctx); !ref.IsZero() {
-		return fmt.Errorf("%w: %s cannot join a session (%q); acquire it on its own", fence.ErrBadRequest, what, ref.Resource)
-	}
-	return nil
 }

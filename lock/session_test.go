@@ -188,6 +188,48 @@ func TestService_SessionPermits(t *testing.T) {
 	})
 }
 
+// TestService_SessionMultiAcquire: a multi-acquire in a session grants
+// every resource in it, a retry in the session gets the same leases, and
+// they end with the session.
+func TestService_SessionMultiAcquire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := open(t, memory.New())
+		sess, in := openSession(t, s, "w", "w", 10*time.Second)
+		a := acquireIn(t, s, in, "a", "w")
+		ls, err := s.AcquireAll(in, []string{"b", "a", "c"}, "w", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			if l.Session.Token != sess.Token || l.TTL != 10*time.Second {
+				t.Fatalf("%+v: want in the session, with its TTL", l)
+			}
+		}
+		if ls[1].Token != a.Token {
+			t.Fatalf("a in the multi-acquire: token %d, want its own %d", ls[1].Token, a.Token)
+		}
+		if _, err := s.AcquireAll(t.Context(), []string{"a", "d"}, "w", time.Minute, 0); !errors.Is(err, fence.ErrBadRequest) {
+			t.Fatalf("the holder's multi-acquire outside the session: %v, want ErrBadRequest", err)
+		}
+		wantFree(t, s, "d")
+		for range 3 {
+			time.Sleep(8 * time.Second)
+			if _, err := s.Renew(t.Context(), sess.Resource, sess.Token, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, l := range ls {
+			wantHeldBy(t, s, l.Resource, l.Token)
+		}
+		if err := s.Release(t.Context(), sess.Resource, sess.Token); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []string{"a", "b", "c"} {
+			wantFree(t, s, r)
+		}
+	})
+}
+
 // TestService_SessionRevoke: a revoke of a session revokes every lease in
 // it: each resource's fence rises past its lease's token.
 func TestService_SessionRevoke(t *testing.T) {
@@ -208,7 +250,7 @@ func TestService_SessionRevoke(t *testing.T) {
 
 // TestService_SessionRefusals: a lease joins only an open session of its
 // own principal, with the session's TTL; a session is in no session, is not
-// handed over, and multi-acquires join none.
+// handed over.
 func TestService_SessionRefusals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := open(t, memory.New())
@@ -247,8 +289,8 @@ func TestService_SessionRefusals(t *testing.T) {
 		if _, err := s.AcquirePermit(alice, fence.SessionResource("w"), "w", 2, 10*time.Second, 0); !errors.Is(err, fence.ErrBadRequest) {
 			t.Errorf("a session's resource as a semaphore: %v, want ErrBadRequest", err)
 		}
-		if _, err := s.AcquireAll(in, []string{"m", "n"}, "w", 10*time.Second, 0); !errors.Is(err, fence.ErrBadRequest) {
-			t.Errorf("a multi-acquire in a session: %v, want ErrBadRequest", err)
+		if _, err := s.AcquireAll(in, []string{"m", fence.SessionResource("x")}, "w", 0, 0); !errors.Is(err, fence.ErrBadRequest) {
+			t.Errorf("a multi-acquire of a session in a session: %v, want ErrBadRequest", err)
 		}
 		if _, err := s.Transfer(alice, sess.Resource, sess.Token, ""); !errors.Is(err, fence.ErrBadRequest) {
 			t.Errorf("a transfer of a session: %v, want ErrBadRequest", err)

@@ -66,10 +66,11 @@ func (r *SessionRef) Decode() fence.SessionRef {
 // AcquireAllRequest is the body of POST /v1/locks: several resources at
 // once, all or none.
 type AcquireAllRequest struct {
-	Resources []string `json:"resources"`
-	Holder    string   `json:"holder"`
-	TTLMS     int64    `json:"ttl_ms"`
-	WaitMS    int64    `json:"wait_ms"`
+	Resources []string    `json:"resources"`
+	Holder    string      `json:"holder"`
+	TTLMS     int64       `json:"ttl_ms,omitempty"` // absent: the server's default, or the session's
+	WaitMS    int64       `json:"wait_ms"`
+	Session   *SessionRef `json:"session,omitempty"`
 }
 
 // AcquireAllResponse is the answer to POST /v1/locks: a lease per
