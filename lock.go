@@ -38,11 +38,12 @@ type Lease struct {
 type LockStatus struct {
 	Resource  string
 	Held      bool
-	Holder    string    // only while held
-	Token     Token     // only while held
-	Expires   time.Time // only while held
-	LastToken Token     // the highest token ever issued for the resource; 0 if none
-	Waiters   int       // acquires waiting for it (set by Lister.List only)
+	Holder    string     // only while held
+	Token     Token      // only while held
+	Expires   time.Time  // only while held
+	LastToken Token      // the highest token ever issued for the resource; 0 if none
+	Waiters   int        // acquires waiting for it (set by Lister.List only)
+	Session   SessionRef // the session the lease is in; only while held, zero if none
 }
 
 // MaxListLimit is the most locks one Lister.List returns.

@@ -466,7 +466,8 @@ func (c *API) List(ctx context.Context, prefix, after string, limit int) ([]fenc
 		if err != nil {
 			return nil, "", fmt.Errorf("client: lock expires_at %q: %w", l.ExpiresAt, err)
 		}
-		locks = append(locks, fence.LockStatus{Resource: l.Resource, Held: true, Holder: l.Holder, Token: l.Token, Expires: exp, Waiters: l.Waiters})
+		locks = append(locks, fence.LockStatus{Resource: l.Resource, Held: true, Holder: l.Holder, Token: l.Token, Expires: exp, Waiters: l.Waiters,
+			Session: l.Session.Decode()})
 	}
 	return locks, lr.Next, nil
 }
@@ -540,7 +541,7 @@ func (c *API) Status(ctx context.Context, resource string) (fence.LockStatus, er
 	if err := c.doJSON(ctx, send(wire.OpGetLock, resource, "", request{retryable: true}), &lr); err != nil {
 		return fence.LockStatus{}, err
 	}
-	st := fence.LockStatus{Resource: lr.Resource, Held: lr.Held, Holder: lr.Holder, Token: lr.Token, LastToken: lr.LastToken}
+	st := fence.LockStatus{Resource: lr.Resource, Held: lr.Held, Holder: lr.Holder, Token: lr.Token, LastToken: lr.LastToken, Session: lr.Session.Decode()}
 	if lr.Held {
 		exp, err := time.Parse(time.RFC3339Nano, lr.ExpiresAt)
 		if err != nil {

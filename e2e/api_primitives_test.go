@@ -127,6 +127,16 @@ func testAPISessions(t *testing.T, newService newServiceFunc) {
 	apiOK(t, apiDo(t, "POST", url+"/v1/locks/.session%2Fw/renew", fmt.Appendf(nil, `{"token":%d}`, sessTok), nil),
 		map[string]any{"resource": ".session/w", "holder": "w", "token": sessTok, "ttl_ms": 60000, "expires_at": apiExpiresIn(time.Minute)})
 	apiPut(t, url, "sess-a", "k", []byte("a"), apiTok(aTok))
+	// Its status and the listing say which session a lease is in.
+	apiOK(t, apiDo(t, "GET", url+"/v1/locks/sess-a", nil, nil), map[string]any{"resource": "sess-a", "held": true, "holder": "w",
+		"token": aTok, "expires_at": apiExpiresIn(time.Minute), "last_token": apiPosInt, "session": session})
+	lr := apiDo(t, "GET", url+"/v1/locks?prefix=sess-b", nil, nil)
+	var list struct {
+		Locks []map[string]any `json:"locks"`
+	}
+	if lr.status != http.StatusOK || json.Unmarshal(lr.body, &list) != nil || len(list.Locks) != 1 || list.Locks[0]["session"] == nil {
+		t.Fatalf("the listing of sess-b: %s, want it with its session", lr)
+	}
 
 	apiRelease(t, url, ".session%2Fw", sessTok)
 	for _, res := range []string{"sess-a", "sess-b", "sess-pool%2Fpermit-1-of-2", "sess-m1", "sess-m2"} {

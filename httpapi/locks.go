@@ -45,7 +45,7 @@ func (s *Handler) lockStatus(c *call) error {
 	}
 	resp := wire.LockStatus{Resource: c.resource, Held: st.Held, LastToken: st.LastToken}
 	if st.Held {
-		resp.Holder, resp.Token, resp.ExpiresAt = st.Holder, st.Token, wire.Timestamp(st.Expires)
+		resp.Holder, resp.Token, resp.ExpiresAt, resp.Session = st.Holder, st.Token, wire.Timestamp(st.Expires), wire.NewSessionRef(st.Session)
 	}
 	c.writeJSON(resp)
 	return nil
@@ -95,7 +95,7 @@ func (s *Handler) listLocks(c *call) error {
 				continue
 			}
 			resp.Locks = append(resp.Locks, wire.ListedLock{Resource: l.Resource, Holder: l.Holder, Token: l.Token,
-				ExpiresAt: wire.Timestamp(l.Expires), Waiters: l.Waiters})
+				ExpiresAt: wire.Timestamp(l.Expires), Waiters: l.Waiters, Session: wire.NewSessionRef(l.Session)})
 		}
 		if !more {
 			break

@@ -310,7 +310,7 @@ func (s *Service) Status(ctx context.Context, resource string) (fence.LockStatus
 	s.expireLocked(resource, e, s.now())
 	st := fence.LockStatus{Resource: resource}
 	if e.lease != nil {
-		st.Held, st.Holder, st.Token, st.Expires = true, e.lease.Holder, e.lease.Token, e.lease.Expires
+		st.Held, st.Holder, st.Token, st.Expires, st.Session = true, e.lease.Holder, e.lease.Token, e.lease.Expires, e.lease.Session
 	}
 	e.mu.Unlock()
 	// Read after the lease, so that LastToken >= Token even if a grant slips in between.
@@ -338,7 +338,7 @@ func (s *Service) List(ctx context.Context, prefix, after string, limit int) ([]
 		e.mu.Lock() // after s.mu, as always; no ledger write under these
 		if l := e.lease; l != nil && now.Before(l.Expires) {
 			locks = append(locks, fence.LockStatus{Resource: name, Held: true, Holder: l.Holder,
-				Token: l.Token, Expires: l.Expires, Waiters: len(e.queue)})
+				Token: l.Token, Expires: l.Expires, Waiters: len(e.queue), Session: l.Session})
 		}
 		e.mu.Unlock()
 	}

@@ -157,6 +157,7 @@ type LockStatus struct {
 	Token     fence.Token `json:"token,omitempty"`
 	ExpiresAt string      `json:"expires_at,omitempty"`
 	LastToken fence.Token `json:"last_token"`
+	Session   *SessionRef `json:"session,omitempty"` // the held lease's, if it is in one
 }
 
 // DefaultListLimit is the locks GET /v1/locks returns without a limit.
@@ -176,6 +177,7 @@ type ListedLock struct {
 	Token     fence.Token `json:"token"`
 	ExpiresAt string      `json:"expires_at"`
 	Waiters   int         `json:"waiters"`
+	Session   *SessionRef `json:"session,omitempty"` // the lease's, if it is in one
 }
 
 // PutResponse is the answer to PUT /v1/kv/{resource}/{key}.

@@ -236,6 +236,10 @@ func statusCmd(ctx context.Context, args []string, std stdio) error {
 		j["holder"], j["token"], j["expires_at"] = st.Holder, st.Token, st.Expires.UTC().Format(time.RFC3339Nano)
 		text = fmt.Sprintf("%s: held by %s with token %d until %s, last token %d",
 			st.Resource, st.Holder, st.Token, st.Expires.UTC().Format(time.RFC3339Nano), st.LastToken)
+		if ref := st.Session; !ref.IsZero() {
+			j["session"] = map[string]any{"resource": ref.Resource, "token": ref.Token}
+			text += fmt.Sprintf(", in session %s (token %d)", ref.Resource, ref.Token)
+		}
 	}
 	return c.print(j, text)
 }
@@ -277,10 +281,16 @@ func lsCmd(ctx context.Context, args []string, std stdio) error {
 	var text strings.Builder
 	now := time.Now()
 	for _, l := range all {
-		j = append(j, map[string]any{"resource": l.Resource, "holder": l.Holder, "token": l.Token,
-			"expires_at": l.Expires.UTC().Format(time.RFC3339Nano), "waiters": l.Waiters})
-		fmt.Fprintf(&text, "%s\theld by %s\ttoken %d\texpires in %s\t%d waiting\n",
-			l.Resource, l.Holder, l.Token, l.Expires.Sub(now).Round(time.Millisecond), l.Waiters)
+		m := map[string]any{"resource": l.Resource, "holder": l.Holder, "token": l.Token,
+			"expires_at": l.Expires.UTC().Format(time.RFC3339Nano), "waiters": l.Waiters}
+		in := ""
+		if ref := l.Session; !ref.IsZero() {
+			m["session"] = map[string]any{"resource": ref.Resource, "token": ref.Token}
+			in = "\tin session " + ref.Resource
+		}
+		j = append(j, m)
+		fmt.Fprintf(&text, "%s\theld by %s\ttoken %d\texpires in %s\t%d waiting%s\n",
+			l.Resource, l.Holder, l.Token, l.Expires.Sub(now).Round(time.Millisecond), l.Waiters, in)
 	}
 	if len(all) == 0 {
 		text.WriteString("no lock held")

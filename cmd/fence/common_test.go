@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/client"
 	"github.com/fence-lock/fence/fencetest"
 )
@@ -111,6 +113,22 @@ func TestLsCmd(t *testing.T) {
 	out.Reset()
 	if code := run(t.Context(), []string{"ls", "--addr", url, "nothing-here"}, stdio{nil, &out, io.Discard}); code != 0 || !strings.Contains(out.String(), "no lock held") {
 		t.Fatalf("fence ls nothing-here: %d %q", code, out.String())
+	}
+	// A lease in a session says so, in ls and in status.
+	sess, err := c.Acquire(t.Context(), fence.SessionResource("s"), "h", time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Acquire(fence.WithSession(t.Context(), fence.SessionRef{Resource: sess.Resource, Token: sess.Token}), "in/x", "h", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"ls", "--addr", url, "in/"}, stdio{nil, &out, io.Discard}); code != 0 || !strings.Contains(out.String(), "in/x\theld by h") || !strings.HasSuffix(out.String(), "\tin session .session/s\n") {
+		t.Fatalf("fence ls in/: %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"status", "--addr", url, "in/x"}, stdio{nil, &out, io.Discard}); code != 0 || !strings.Contains(out.String(), fmt.Sprintf(", in session .session/s (token %d)", sess.Token)) {
+		t.Fatalf("fence status in/x: %d %q", code, out.String())
 	}
 }
 
