@@ -93,7 +93,7 @@ func NewHolderID() string {
 // Release or loss. ctx bounds the acquire only; the session's own Context
 // keeps ctx's values but not its cancellation.
 func NewSession(ctx context.Context, locker Locker, resource string, opts ...SessionOption) (*Session, error) {
-	c, err := newSessionConfig(opts)
+	c, err := newSessionConfig(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func NewSession(ctx context.Context, locker Locker, resource string, opts ...Ses
 // resources. WithLimit does not apply. If a session cannot start, the
 // others are released and it returns the error.
 func NewSessions(ctx context.Context, locker Locker, resources []string, opts ...SessionOption) ([]*Session, error) {
-	c, err := newSessionConfig(opts)
+	c, err := newSessionConfig(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -152,9 +152,15 @@ func NewSessions(ctx context.Context, locker Locker, resources []string, opts ..
 	return sessions, nil
 }
 
-// newSessionConfig applies opts to the defaults and checks the result.
-func newSessionConfig(opts []SessionOption) (sessionConfig, error) {
+// newSessionConfig applies opts to the defaults and checks the result. A
+// lease acquired in a server session (WithSession in ctx) is kept alive by
+// that session, not by renewals of its own, which the server refuses: a
+// Session of it is refused.
+func newSessionConfig(ctx context.Context, opts []SessionOption) (sessionConfig, error) {
 	c := sessionConfig{ttl: DefaultTTL}
+	if ref := SessionOf(ctx); !ref.IsZero() {
+		return c, fmt.Errorf("%w: a lease in session %q is kept alive by the session's renewals: acquire it with the Locker, not a Session", ErrBadRequest, ref.Resource)
+	}
 	for _, o := range opts {
 		o(&c)
 	}

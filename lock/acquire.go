@@ -61,6 +61,9 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 		}
 		l, err := s.refreshLocked(ctx, resource, e, ttl, now, changeRetried)
 		e.mu.Unlock()
+		if err == nil && fence.IsSessionResource(resource) {
+			s.syncSession(fence.SessionRef{Resource: resource, Token: l.Token})
+		}
 		return l, err
 	case wait <= 0:
 		err := s.heldErrorLocked(resource, e, now)
@@ -155,7 +158,7 @@ func (s *Service) grantLocked(ctx context.Context, resource string, e *entry, ho
 		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
 	}
 	if !ref.IsZero() {
-		s.joinedSession(ref, resource, token)
+		s.joinedSession(ref, resource, token, false)
 	}
 	return s.grantedLocked(e, fence.Lease{Resource: resource, Holder: holder, Owner: owner, Token: token, TTL: ttl, Expires: expires, Session: ref}, token)
 }
@@ -181,11 +184,11 @@ func (s *Service) retriedInSessionLocked(resource string, e *entry, ref fence.Se
 		}
 		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w: holder %q holds it in %s, not in %s", resource, fence.ErrBadRequest, l.Holder, in(l.Session), in(ref))
 	}
-	if until, ok := s.sessionAlive(ref, s.now()); ok && until.After(l.Expires) {
-		l.Expires = until
-		s.setLeaseLocked(e, l)
+	if _, _, err := s.joinSession(ref, l.Owner, 0, ""); err != nil {
+		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err) // the session ended
 	}
-	return l, nil
+	s.followSessionLocked(e)
+	return *e.lease, nil
 }
 
 // grantedLocked makes l, just recorded in the ledger, the resource's lease.

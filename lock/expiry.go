@@ -24,11 +24,9 @@ func (s *Service) expireLocked(resource string, e *entry, now time.Time) {
 	if e.lease == nil || now.Before(e.lease.Expires) {
 		return
 	}
-	if until, ok := s.sessionAlive(e.lease.Session, now); ok {
+	if _, _, ok := s.sessionAlive(e.lease.Session, now); ok {
 		// In a session that lives on: the lease lives as long.
-		l := *e.lease
-		l.Expires = until
-		s.setLeaseLocked(e, l)
+		s.followSessionLocked(e)
 		return
 	}
 	expires := e.lease.Expires

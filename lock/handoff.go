@@ -106,7 +106,8 @@ func (s *Service) passToLocked(ctx context.Context, resource string, e *entry, c
 			e.queue.pop()
 			w.resultC <- result{err: fmt.Errorf("lock: acquire %q: %w", resource, err)}
 			if c == changeTransferred {
-				return false, fmt.Errorf("the successor's session is over: %w", err)
+				// Nothing changed: the holder keeps its lease.
+				return false, fmt.Errorf("%w: the successor's session has just ended", fence.ErrNotFound)
 			}
 			return s.passToLocked(ctx, resource, e, c, e.queue.first(resource))
 		}
@@ -120,7 +121,7 @@ func (s *Service) passToLocked(ctx context.Context, resource string, e *entry, c
 		return false, err
 	}
 	if !w.session.IsZero() {
-		s.joinedSession(w.session, resource, token)
+		s.joinedSession(w.session, resource, token, false)
 	}
 	s.clearLeaseLocked(e)
 	s.record(c, old, lastFence)

@@ -70,6 +70,11 @@ func (s *Service) AcquireAll(ctx context.Context, resources []string, holder str
 	if err != nil {
 		return nil, err
 	}
+	for i, name := range names {
+		if mine[i] && fence.IsSessionResource(name) { // a session renewed: its leases follow
+			s.syncSession(fence.SessionRef{Resource: name, Token: leases[i].Token})
+		}
+	}
 	waitSeconds.Observe(time.Since(start).Seconds())
 	// In the order of the request.
 	out := make([]fence.Lease, len(resources))
@@ -258,7 +263,7 @@ func (s *Service) grantAll(ctx context.Context, names []string, entries []*entry
 		token := tokens[0]
 		tokens = tokens[1:]
 		if !ref.IsZero() {
-			s.joinedSession(ref, name, token)
+			s.joinedSession(ref, name, token, false)
 		}
 		var err error
 		leases[i], err = s.grantedLocked(e, fence.Lease{Resource: name, Holder: holder, Owner: owner, Token: token, TTL: ttl, Expires: expires, Session: ref}, token)

@@ -165,10 +165,12 @@ func (s *Service) Open(ctx context.Context) error {
 		s.record(changeRestored, l, l.Token)
 		s.restorePermit(l.Resource)
 	}
-	// The leases in a session restored above are the session's again.
+	// The leases in a session restored above are the session's again, and
+	// expire with it.
 	for _, l := range leases {
-		if _, ok := s.sessionAlive(l.Session, s.now()); ok {
-			s.joinedSession(l.Session, l.Resource, l.Token)
+		if _, _, ok := s.sessionAlive(l.Session, s.now()); ok {
+			s.joinedSession(l.Session, l.Resource, l.Token, true)
+			s.followSessionLocked(s.resources[l.Resource])
 		}
 	}
 	for _, d := range delays {

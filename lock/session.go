@@ -11,13 +11,14 @@ import (
 // its session resource, granted, renewed, released, expired and revoked as
 // any lease; a lease acquired with fence.WithSession joins it. The service
 // keeps, per session (a session resource and its lease's token), the
-// session's owner, TTL and expiry and the leases in it (sessions, under sessMu, which
-// is taken last: under an entry's mu at most, and never held while waiting
-// for one).
+// session's owner, TTL and expiry and the leases in it (sessions, under
+// sessMu, a leaf: taken last, under entries' or a semaphore's mu, and never
+// held while waiting for another lock).
 //
 // A lease in a session has the session's TTL and expiry. Its timer still
 // fires, but while the session lives it only moves the lease's expiry to the
-// session's (expireLocked); renewing the session moves them all at once
+// session's (expireLocked); renewing the session, or acquiring it again as
+// its holder, sets them all to the session's, later or earlier
 // (syncSession). When the session's lease ends, the session is over and no
 // lease joins it any more: after a release or a revoke of the session the
 // service releases or revokes every lease in it before it answers
@@ -33,8 +34,12 @@ type session struct {
 	ttl     time.Duration
 	expires time.Time
 	over    bool                   // the session's lease has ended
-	leases  map[string]fence.Token // resource → token of the leases in it; 0 while being granted
+	leases  map[string]fence.Token // resource → token of the leases in it
+	joining map[string]int         // resource → grants joining it, not yet recorded
 }
+
+// empty reports whether no lease is in the session or joining it.
+func (st *session) empty() bool { return len(st.leases) == 0 && len(st.joining) == 0 }
 
 // noteSessionLocked records the session of l, a lease just set on a session
 // resource (granted, renewed or restored).
@@ -44,7 +49,7 @@ func (s *Service) noteSessionLocked(l fence.Lease) {
 	ref := fence.SessionRef{Resource: l.Resource, Token: l.Token}
 	st := s.sessions[ref]
 	if st == nil {
-		st = &session{leases: make(map[string]fence.Token)}
+		st = &session{leases: make(map[string]fence.Token), joining: make(map[string]int)}
 		s.sessions[ref] = st
 	}
 	st.owner, st.ttl, st.expires = l.Owner, l.TTL, l.Expires
@@ -60,31 +65,43 @@ func (s *Service) leftLeaseLocked(l fence.Lease) {
 	defer s.sessMu.Unlock()
 	if st := s.sessions[l.Session]; st != nil && st.leases[l.Resource] == l.Token {
 		delete(st.leases, l.Resource)
-		if st.over && len(st.leases) == 0 {
+		if st.over && st.empty() {
 			delete(s.sessions, l.Session)
 		}
 	}
 	own := fence.SessionRef{Resource: l.Resource, Token: l.Token}
 	if st := s.sessions[own]; st != nil {
 		st.over = true
-		if len(st.leases) == 0 {
+		if st.empty() {
 			delete(s.sessions, own)
 		}
 	}
 }
 
-// sessionAlive returns the expiry of session ref if it lives at now.
-func (s *Service) sessionAlive(ref fence.SessionRef, now time.Time) (time.Time, bool) {
+// sessionAlive returns the expiry and TTL of session ref if it lives at
+// now.
+func (s *Service) sessionAlive(ref fence.SessionRef, now time.Time) (time.Time, time.Duration, bool) {
 	if ref.IsZero() {
-		return time.Time{}, false
+		return time.Time{}, 0, false
 	}
 	s.sessMu.Lock()
 	defer s.sessMu.Unlock()
 	st := s.sessions[ref]
 	if st == nil || st.over || !now.Before(st.expires) {
-		return time.Time{}, false
+		return time.Time{}, 0, false
 	}
-	return st.expires, true
+	return st.expires, st.ttl, true
+}
+
+// followSessionLocked sets the expiry and TTL of the resource's lease, in
+// session ref, to the session's, if it lives; else it leaves the lease to
+// its own expiry.
+func (s *Service) followSessionLocked(e *entry) {
+	l := *e.lease
+	if until, ttl, ok := s.sessionAlive(l.Session, s.now()); ok && (!until.Equal(l.Expires) || ttl != l.TTL) {
+		l.Expires, l.TTL = until, ttl
+		s.setLeaseLocked(e, l)
+	}
 }
 
 // joinSession checks that a lease of owner's with TTL ttl (0 for the
@@ -103,8 +120,9 @@ func (s *Service) joinSession(ref fence.SessionRef, owner string, ttl time.Durat
 		// resource and token, and the session open on it now, if any.
 		rejectionsTotal.WithLabelValues("session_over").Inc()
 		lost := &fence.LeaseLostError{Resource: ref.Resource, Presented: ref.Token}
+		now := s.now()
 		for other, st := range s.sessions {
-			if other.Resource == ref.Resource && !st.over {
+			if other.Resource == ref.Resource && other != ref && !st.over && now.Before(st.expires) {
 				lost.Current = other.Token
 			}
 		}
@@ -116,16 +134,20 @@ func (s *Service) joinSession(ref fence.SessionRef, owner string, ttl time.Durat
 		return 0, time.Time{}, fmt.Errorf("%w: a lease in session %q has the session's TTL, %s, not %s", fence.ErrBadRequest, ref.Resource, st.ttl, ttl)
 	}
 	if resource != "" {
-		st.leases[resource] = 0
+		st.joining[resource]++
 	}
 	return st.ttl, st.expires, nil
 }
 
-// joinedSession records token as resource's lease in session ref.
-func (s *Service) joinedSession(ref fence.SessionRef, resource string, token fence.Token) {
+// joinedSession records token as resource's lease in session ref, joined
+// with joinSession (restored, for a restore).
+func (s *Service) joinedSession(ref fence.SessionRef, resource string, token fence.Token, restored bool) {
 	s.sessMu.Lock()
 	defer s.sessMu.Unlock()
 	if st := s.sessions[ref]; st != nil {
+		if !restored {
+			st.unjoinLocked(resource)
+		}
 		st.leases[resource] = token
 	}
 }
@@ -134,43 +156,52 @@ func (s *Service) joinedSession(ref fence.SessionRef, resource string, token fen
 func (s *Service) dropFromSession(ref fence.SessionRef, resource string) {
 	s.sessMu.Lock()
 	defer s.sessMu.Unlock()
-	if st := s.sessions[ref]; st != nil && st.leases[resource] == 0 {
-		delete(st.leases, resource)
-		if st.over && len(st.leases) == 0 {
+	if st := s.sessions[ref]; st != nil {
+		st.unjoinLocked(resource)
+		if st.over && st.empty() {
 			delete(s.sessions, ref)
 		}
 	}
 }
 
-// sessionLeases returns the leases of session ref.
-func (s *Service) sessionLeases(ref fence.SessionRef) map[string]fence.Token {
+func (st *session) unjoinLocked(resource string) {
+	if st.joining[resource]--; st.joining[resource] <= 0 {
+		delete(st.joining, resource)
+	}
+}
+
+// sessionResources returns the resources whose leases are in session ref
+// or joining it.
+func (s *Service) sessionResources(ref fence.SessionRef) []string {
 	s.sessMu.Lock()
 	defer s.sessMu.Unlock()
 	st := s.sessions[ref]
 	if st == nil {
 		return nil
 	}
-	leases := make(map[string]fence.Token, len(st.leases))
-	for r, t := range st.leases {
-		leases[r] = t
+	rs := make([]string, 0, len(st.leases)+len(st.joining))
+	for r := range st.leases {
+		rs = append(rs, r)
 	}
-	return leases
+	for r := range st.joining {
+		if _, ok := st.leases[r]; !ok {
+			rs = append(rs, r)
+		}
+	}
+	return rs
 }
 
-// syncSession moves the expiry of every lease in session ref to the
-// session's, after a renewal of the session.
+// syncSession sets the expiry and TTL of every lease in session ref to the
+// session's, after a renewal of the session (or its holder's acquire
+// again): later, or earlier for a shorter TTL, so that none outlives it.
 func (s *Service) syncSession(ref fence.SessionRef) {
-	for res := range s.sessionLeases(ref) {
+	for _, res := range s.sessionResources(ref) {
 		e, err := s.enter("renew", res)
 		if err != nil {
 			return // closed
 		}
 		if l := e.lease; l != nil && l.Session == ref {
-			if until, ok := s.sessionAlive(l.Session, s.now()); ok && until.After(l.Expires) {
-				next := *l
-				next.Expires = until
-				s.setLeaseLocked(e, next)
-			}
+			s.followSessionLocked(e)
 		}
 		s.leave(res, e)
 	}
@@ -182,13 +213,12 @@ func (s *Service) syncSession(ref fence.SessionRef) {
 // leave them half done.
 func (s *Service) endSession(ref fence.SessionRef, revoke bool) {
 	ctx := s.ctx
-	for res, t := range s.sessionLeases(ref) {
+	for _, res := range s.sessionResources(ref) {
 		e, err := s.enter("end session", res)
 		if err != nil {
 			return // closed
 		}
-		l := e.lease
-		if l == nil || l.Session != ref || (t != 0 && l.Token != t) {
+		if l := e.lease; l == nil || l.Session != ref {
 			s.leave(res, e)
 			continue
 		}

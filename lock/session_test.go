@@ -392,3 +392,103 @@ func TestService_SessionKeptAlive(t *testing.T) {
 		}
 	})
 }
+
+// TestService_SessionShorterTTL: a session renewed with a shorter TTL
+// takes its leases with it: none outlives it.
+func TestService_SessionShorterTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := open(t, memory.New())
+		sess, in := openSession(t, s, "w", "w", time.Minute)
+		a := acquireIn(t, s, in, "a", "w")
+		r, err := s.Renew(t.Context(), sess.Resource, sess.Token, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := s.Status(t.Context(), "a"); !st.Expires.Equal(r.Expires) {
+			t.Fatalf("a expires at %v, its session at %v", st.Expires, r.Expires)
+		}
+		time.Sleep(time.Second + time.Millisecond)
+		synctest.Wait()
+		wantFree(t, s, sess.Resource)
+		wantFree(t, s, "a")
+		if l := acquire(t, s, "a", "x", time.Minute); l.Token != a.Token+1 {
+			t.Fatalf("a after its session: %+v", l)
+		}
+	})
+}
+
+// TestService_SessionTransferSkipsEnded: a transfer passes over a waiter
+// whose session is over; with nobody else waiting it changes nothing, and
+// the holder keeps its lease.
+func TestService_SessionTransferSkipsEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := open(t, memory.New())
+		h := acquire(t, s, "r", "h", time.Minute)
+		sess, in := openSession(t, s, "w", "w", time.Minute)
+		errC := make(chan error, 1)
+		go func() {
+			_, err := s.Acquire(in, "r", "w", 0, time.Minute)
+			errC <- err
+		}()
+		synctest.Wait()
+		if err := s.Release(t.Context(), sess.Resource, sess.Token); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Transfer(t.Context(), "r", h.Token, ""); !errors.Is(err, fence.ErrNotFound) {
+			t.Fatalf("a transfer to the waiter of an ended session: %v, want ErrNotFound", err)
+		}
+		wantHeldBy(t, s, "r", h.Token)
+		if err := s.Release(t.Context(), "r", h.Token); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errC; !errors.Is(err, fence.ErrLeaseLost) {
+			t.Fatalf("the waiter of the ended session: %v, want ErrLeaseLost", err)
+		}
+		wantFree(t, s, "r")
+	})
+}
+
+// TestService_SessionFailedHandoffKeepsLease: a hand-off within a session
+// that fails leaves the old lease in the session, so the session's revoke
+// still revokes it.
+func TestService_SessionFailedHandoffKeepsLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &recordingLedger{DB: memory.New()}
+		s := openLedger(t, r)
+		sess, in := openSession(t, s, "w", "w", time.Minute)
+		a := acquireIn(t, s, in, "a", "w")
+		go s.Acquire(in, "a", "w2", 0, time.Minute)
+		synctest.Wait()
+		r.failHandoff(errors.New("injected"))
+		if err := s.Release(t.Context(), "a", a.Token); err == nil {
+			t.Fatal("the release succeeded through a failing hand-off")
+		}
+		r.failHandoff(nil)
+		if _, err := s.Revoke(t.Context(), sess.Resource); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := s.Status(t.Context(), "a"); st.Held && st.Token == a.Token {
+			t.Fatalf("a still held with token %d after its session's revoke", a.Token)
+		}
+	})
+}
+
+// TestService_SessionRetryInEnded: an acquire in a session that has ended
+// is refused, and a kept-alive lease (fence.Session) in a session is
+// refused at once: the session keeps it alive, its own renewals would not.
+func TestService_SessionRetryInEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := memory.New()
+		s := open(t, db)
+		_, in := openSession(t, s, "w", "w", 10*time.Second)
+		acquireIn(t, s, in, "a", "w")
+		time.Sleep(10*time.Second + time.Millisecond) // the session expires; a with it
+		synctest.Wait()
+		if _, err := s.AcquireAll(in, []string{"a"}, "w", 0, 0); !errors.Is(err, fence.ErrLeaseLost) {
+			t.Fatalf("a multi-acquire in the ended session: %v, want ErrLeaseLost", err)
+		}
+		if _, err := fence.NewSession(in, s, "x"); !errors.Is(err, fence.ErrBadRequest) {
+			t.Fatalf("a kept-alive lease in a session: %v, want ErrBadRequest", err)
+		}
+	})
+}

@@ -74,14 +74,19 @@ func (s *Service) Transfer(ctx context.Context, resource string, token fence.Tok
 // successorLocked drops the waiters that have gone from the head of the
 // queue and returns the first waiter still waiting for a lease of its own
 // (not a reservation of a multi-acquire, whose grant would not be this
-// change) whose holder is to (any, if to is ""), moved to the head of the
-// queue, and the place it had; nil if there is none.
+// change), not in a session that is over, whose holder is to (any, if to
+// is ""), moved to the head of the queue, and the place it had; nil if
+// there is none.
 func (s *Service) successorLocked(resource string, e *entry, to string) (*waiter, int) {
 	if e.queue.first(resource) == nil {
 		return nil, 0
 	}
 	i := slices.IndexFunc(e.queue, func(w *waiter) bool {
-		return !w.reserve && (to == "" || w.holder == to) && w.ctx.Err() == nil
+		if w.reserve || (to != "" && w.holder != to) || w.ctx.Err() != nil {
+			return false
+		}
+		_, _, alive := s.sessionAlive(w.session, s.now())
+		return w.session.IsZero() || alive // one whose session is over cannot have it
 	})
 	if i < 0 {
 		return nil, 0
