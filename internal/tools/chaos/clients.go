@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -43,6 +44,7 @@ func (r *run) startClients() error {
 			"--client", strconv.Itoa(i), "--lock-addr", lockURL, "--store-addr", storeURL,
 			"--resources", strconv.Itoa(r.cfg.Resources), "--keys", strconv.Itoa(r.cfg.Keys),
 			"--ttl", r.cfg.TTL.String(), "--timeout", timeout.String(), "--txn-percent", strconv.Itoa(r.cfg.TxnPercent),
+			"--workload", cmp.Or(r.cfg.Workload, WorkloadLock),
 			"--think", r.cfg.Think.String(), "--key-prefix", r.keyPrefix,
 			"--seed", strconv.FormatUint(r.cfg.Seed, 10), "--start", strconv.FormatInt(r.start.UnixNano(), 10)}
 		args = append(args, r.workerTargetArgs()...)

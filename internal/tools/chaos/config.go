@@ -66,6 +66,7 @@ type Config struct {
 	Seed       uint64        // the fault schedule and the workload derive from it
 	Faults     []string      // kinds to inject: the Fault constants (see DefaultFaults)
 	TxnPercent int           // share of client cycles that are two-resource transactions
+	Workload   string        // WorkloadLock ("" too) or WorkloadSession
 	Think      time.Duration // mean pause between a client's cycles (the checker's work grows fast with history size)
 	// FaultEvery is the mean quiet gap between the end of a fault and the
 	// start of the next; each gap is drawn uniformly from 0.4 to 1.6 times
@@ -146,6 +147,18 @@ func (c *Config) electionTTL() time.Duration {
 	return d
 }
 
+// The workloads of the clients.
+const (
+	// WorkloadLock: each lease is kept alive by its own TTL (the cycles are
+	// shorter than it).
+	WorkloadLock = "lock"
+	// WorkloadSession: each client keeps one session open, renewed every
+	// TTL/3 and opened again once lost, and acquires every lease in it, so
+	// that a paused client's session, and every lease in it, expires at
+	// once.
+	WorkloadSession = "session"
+)
+
 // Validate checks c and fills defaults.
 func (c *Config) Validate() error {
 	if c.FaultEvery == 0 {
@@ -166,6 +179,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("chaos: ttl must be 100ms..1m, not %s", c.TTL)
 	case c.FaultEvery < 10*time.Millisecond || c.FaultEvery > time.Hour:
 		return fmt.Errorf("chaos: fault-every must be 10ms..1h, not %s", c.FaultEvery)
+	case c.Workload != "" && c.Workload != WorkloadLock && c.Workload != WorkloadSession:
+		return fmt.Errorf("chaos: unknown workload %q (want %s or %s)", c.Workload, WorkloadLock, WorkloadSession)
 	case c.FaultEvery*2/5 >= c.Duration && len(c.Faults) > 0:
 		return fmt.Errorf("chaos: fault-every %s: its shortest gap, %s, is not shorter than the duration %s, so no fault would come (--faults '' runs none)", c.FaultEvery, c.FaultEvery*2/5, c.Duration)
 	}

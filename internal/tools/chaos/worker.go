@@ -36,6 +36,7 @@ type WorkerConfig struct {
 	TTL        time.Duration // lease TTL
 	Timeout    time.Duration // per request
 	TxnPercent int           // share of cycles that are two-resource transactions
+	Workload   string        // WorkloadLock ("" too) or WorkloadSession
 	Think      time.Duration // mean pause between two cycles: keeps histories checkable
 	Seed       uint64
 	Start      int64 // the run's start, Unix ns: history times count from it
@@ -93,6 +94,10 @@ type worker struct {
 
 	mu  sync.Mutex // guards enc
 	enc *json.Encoder
+
+	sessMu    sync.Mutex       // guards session and sessionAt
+	session   fence.SessionRef // WorkloadSession: the session open now; zero while none
+	sessionAt int64            // the call of its last successful open or renewal: it lasts a TTL from then at least
 }
 
 // RunWorker runs the client loop until ctx ends, writing one JSON line per
@@ -146,6 +151,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
 			w.armedWrite.Store(true)
 		}
 	}()
+	if cfg.Workload == WorkloadSession {
+		go w.keepSession(ctx)
+	}
 	for ctx.Err() == nil {
 		if cfg.Resources >= 2 && w.rng.IntN(100) < cfg.TxnPercent {
 			w.txnCycle(ctx)
@@ -226,10 +234,52 @@ func (w *worker) finish(op history.Op, err error) history.Op {
 	return op
 }
 
-// acquire acquires resource, waiting up to two TTLs; it returns the token, or 0.
+// keepSession keeps the client's session open (WorkloadSession): it opens
+// it, renews it every TTL/3, and opens it again once it is lost. A pause of
+// the process stops it too: the session expires, and the leases in it.
+// Its requests are not operations on the data: the history has none of
+// them.
+func (w *worker) keepSession(ctx context.Context) {
+	name := fence.SessionResource(w.cfg.KeyPrefix + "c" + strconv.Itoa(w.cfg.Client))
+	for ctx.Err() == nil {
+		w.sessMu.Lock()
+		ref, at := w.session, w.sessionAt
+		w.sessMu.Unlock()
+		call := w.now()
+		if ref.IsZero() {
+			if l, err := w.locks.Acquire(ctx, name, w.holder, w.cfg.TTL, 0); err == nil {
+				ref, at = fence.SessionRef{Resource: l.Resource, Token: l.Token}, call
+			}
+		} else if _, err := w.locks.Renew(ctx, ref.Resource, ref.Token, 0); err == nil {
+			at = call
+		} else if errors.Is(err, fence.ErrLeaseLost) {
+			ref = fence.SessionRef{}
+		}
+		w.sessMu.Lock()
+		w.session, w.sessionAt = ref, at
+		w.sessMu.Unlock()
+		w.sleep(ctx, w.cfg.TTL/3)
+	}
+}
+
+// acquire acquires resource, waiting up to two TTLs, in the client's
+// session with WorkloadSession; it returns the token, or 0.
 func (w *worker) acquire(ctx context.Context, resource string) fence.Token {
-	op := history.Op{Kind: history.KindAcquire, Resource: resource, Call: w.now()}
-	l, err := w.locks.Acquire(ctx, resource, w.holder, w.cfg.TTL, 2*w.cfg.TTL)
+	ttl := w.cfg.TTL
+	op := history.Op{Kind: history.KindAcquire, Resource: resource}
+	if w.cfg.Workload == WorkloadSession {
+		w.sessMu.Lock()
+		ref, at := w.session, w.sessionAt
+		w.sessMu.Unlock()
+		if ref.IsZero() {
+			w.backoff(ctx) // no session open now: nothing to acquire in
+			return 0
+		}
+		ctx, ttl = fence.WithSession(ctx, ref), 0 // the session's
+		op.Until = at + int64(w.cfg.TTL)
+	}
+	op.Call = w.now()
+	l, err := w.locks.Acquire(ctx, resource, w.holder, ttl, 2*w.cfg.TTL)
 	op.Token = uint64(l.Token)
 	if errors.Is(err, fence.ErrLockHeld) {
 		// Not an operation on the data: nothing to record but the attempt.

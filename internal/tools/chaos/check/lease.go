@@ -15,7 +15,8 @@ const leaseSlack = 2 * time.Millisecond
 
 // checkLeaseExclusive: no lease is granted while another client's could
 // still run. A grant's lease runs for at least Options.TTL from its
-// acquire's call (the lock service counts it from when the request
+// acquire's call (a lease in a session: until its op's Until, the
+// session's last renewal's call plus the TTL) (the lock service counts it from when the request
 // arrived, and a restart or a failover gives it its full TTL again), so
 // the next grant of the resource must return after that, or after the
 // holder released it (a release sent, whatever its answer), or after a
@@ -53,7 +54,11 @@ func (j *judge) checkLeaseExclusive(h *hist) {
 		if next.Token == prev.Token {
 			continue // the same holder again: its lease refreshed
 		}
-		ends := prev.Call + ttl - int64(leaseSlack)
+		until := prev.Call + ttl
+		if prev.Until != 0 {
+			until = prev.Until // in a session: it ends with the session
+		}
+		ends := until - int64(leaseSlack)
 		ret := h.ret(next)
 		if ret >= ends {
 			continue
@@ -67,7 +72,7 @@ func (j *judge) checkLeaseExclusive(h *hist) {
 		j.leases.add(j.next(), 0, Violation{
 			Checker: LeaseExclusive,
 			Message: fmt.Sprintf("resource %q: %s got token %d, returning at %d ns, while the lease of token %d that %s had got (invoked at %d ns, TTL %s) could run until %d ns and was not released",
-				h.resource, describe(next), next.Token, ret, prev.Token, describe(prev), prev.Call, time.Duration(ttl), prev.Call+ttl),
+				h.resource, describe(next), next.Token, ret, prev.Token, describe(prev), prev.Call, time.Duration(ttl), until),
 			Ops: []int64{next.ID, prev.ID},
 		})
 	}

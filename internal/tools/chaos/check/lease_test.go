@@ -64,6 +64,20 @@ func TestLeaseExclusive(t *testing.T) {
 			t.Fatalf("the violation names %v, not the earlier grant %d", v.Ops, prev)
 		}
 	})
+	// A lease in a session ends with the session: at its Until, which may
+	// be before a TTL from its acquire's call, and not before.
+	t.Run("in a session, after its Until", func(t *testing.T) {
+		b := &builder{}
+		b.add(history.Op{Client: 0, Kind: history.KindAcquire, Resource: "r", Token: 1, Call: 500 * ms, Return: 510 * ms, Until: 700 * ms, Outcome: history.OK})
+		b.acquire(1, "r", 2, 600*ms, 800*ms)
+		check1(t, b)
+	})
+	t.Run("in a session, before its Until", func(t *testing.T) {
+		b := &builder{}
+		b.add(history.Op{Client: 0, Kind: history.KindAcquire, Resource: "r", Token: 1, Call: 500 * ms, Return: 510 * ms, Until: 700 * ms, Outcome: history.OK})
+		id := b.acquire(1, "r", 2, 600*ms, 650*ms)
+		wantViolation(t, check1(t, b, check.LeaseExclusive), check.LeaseExclusive, id, "could run until 700000000 ns")
+	})
 	t.Run("no TTL, not checked", func(t *testing.T) {
 		b := &builder{}
 		b.acquire(0, "r", 1, 0, 10)

@@ -94,6 +94,11 @@ type Op struct {
 	// Return is the completion time, in ns since the run's start; 0 when
 	// the outcome is Unknown.
 	Return int64 `json:"return,omitempty"`
+	// Until is, for an acquire of a lease in a session, the earliest time
+	// (ns since the run's start) at which the lease may end: its session's
+	// last renewal's call plus the TTL, for the lease ends with its session,
+	// not a TTL after its own acquire. 0 otherwise.
+	Until int64 `json:"until,omitempty"`
 	// Outcome is ok, fenced, rejected, fail or unknown.
 	Outcome Outcome `json:"outcome"`
 	// Error is the error the client saw, if any, for humans.

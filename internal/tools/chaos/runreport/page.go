@@ -358,6 +358,7 @@ func configBlocks(in Input) []report.Block {
 		{"faults", cmp.Or(in.Faults, "none")},
 		{"fault every", cfg.FaultEvery.String()},
 		{"txn percent", strconv.Itoa(cfg.TxnPercent)},
+		{"workload", cmp.Or(cfg.Workload, chaos.WorkloadLock)},
 		{"think", cfg.Think.String()},
 	}}
 	if cfg.Cluster != "" {

@@ -82,6 +82,9 @@ func ReplayCommand(in Input) string {
 		"--faults", shellQuote(in.Faults), "--fault-every", cfg.FaultEvery.String(),
 		"--clients", strconv.Itoa(cfg.Clients), "--resources", strconv.Itoa(cfg.Resources), "--keys", strconv.Itoa(cfg.Keys),
 		"--ttl", cfg.TTL.String(), "--txn-percent", strconv.Itoa(cfg.TxnPercent), "--think", cfg.Think.String())
+	if cfg.Workload != "" && cfg.Workload != chaos.WorkloadLock {
+		args = append(args, "--workload", cfg.Workload)
+	}
 	for _, f := range []struct {
 		on   bool
 		flag string
