@@ -32,6 +32,9 @@ type Lease struct {
 	// Session is the session the lease is in (see SessionResource); zero
 	// for a lease of its own.
 	Session SessionRef
+	// Shared reports a shared hold (see SharedAcquirer): Holder is one of
+	// the group that holds the resource at once, and Token the group's.
+	Shared bool
 }
 
 // LockStatus describes a resource's lock.
@@ -44,6 +47,11 @@ type LockStatus struct {
 	LastToken Token      // the highest token ever issued for the resource; 0 if none
 	Waiters   int        // acquires waiting for it (set by Lister.List only)
 	Session   SessionRef // the session the lease is in; only while held, zero if none
+	// Shared reports that a group of shared holders holds the resource
+	// (only while held): Holders names them, in byte order, Holder is "",
+	// Token is the group's and Expires the latest of their expiries.
+	Shared  bool
+	Holders []string
 }
 
 // MaxListLimit is the most locks one Lister.List returns.
@@ -135,7 +143,8 @@ type Ledger interface {
 	// but never the end without the grant.
 	Handoff(ctx context.Context, resource string, token Token, holder string, ttl time.Duration, expires time.Time) (next, lastFence Token, err error)
 	// Leases returns every recorded lease, expired or not, with its holder
-	// and owner, and every lock-delay in progress, to restore them after a
+	// and owner (a shared group as one Lease per holder, Shared set, each
+	// with the group's token), and every lock-delay in progress, to restore them after a
 	// restart or a failover.
 	Leases(ctx context.Context) ([]Lease, []LockDelay, error)
 	// SetDelay records that a lock-delay of d is in progress on resource
@@ -144,6 +153,24 @@ type Ledger interface {
 	SetDelay(ctx context.Context, resource string, d time.Duration) error
 	// LastToken returns the highest token issued for resource, 0 if none.
 	LastToken(ctx context.Context, resource string) (Token, error)
+	// Share records holder, owned by OwnerOf(ctx), in a shared group of the
+	// resource with ttl and expiry and returns the group's token. With from
+	// 0 it starts a new group with the next token, raising the fence to it
+	// as Grant does (and replacing whatever lease or group is recorded);
+	// with from the token of the group recorded it joins that group (again:
+	// a holder in it gets the new TTL); with from the token of the
+	// exclusive lease recorded it ends that lease and starts the group with
+	// the next token in the same change (a downgrade). Any other from gets
+	// *LeaseLostError and changes nothing.
+	Share(ctx context.Context, resource, holder string, from Token, ttl time.Duration, expires time.Time) (Token, error)
+	// RefreshShare records a new TTL and expiry for holder in the shared
+	// group of token and returns the resource's last fence; it returns
+	// *LeaseLostError if holder is not in that group.
+	RefreshShare(ctx context.Context, resource string, token Token, holder string, ttl time.Duration, expires time.Time) (lastFence Token, err error)
+	// EndShare takes holder out of the shared group of token (which ends
+	// with its last holder) and returns the resource's last fence. It
+	// changes nothing when holder is not in that group.
+	EndShare(ctx context.Context, resource string, token Token, holder string) (lastFence Token, err error)
 	// Revoke ends the recorded lease, if any, and issues the next token
 	// straight into the resource's last fence, without a lease, so that
 	// every holder of an older token is fenced at once. It returns the new
@@ -178,6 +205,41 @@ type RevokeResult struct {
 // unknown: the resource may have been revoked.
 type Revoker interface {
 	Revoke(ctx context.Context, resource string) (RevokeResult, error)
+}
+
+// MaxSharedHolders is the most holders one shared group has at once; a
+// shared acquire beyond them waits for the next group.
+const MaxSharedHolders = 256
+
+// SharedAcquirer is implemented by Lockers that grant shared (read) holds
+// beside exclusive ones. Implementations are safe for concurrent use.
+//
+// AcquireShared grants holder a shared hold of resource for ttl: any number
+// of holders (up to MaxSharedHolders) hold it shared at once, and an
+// exclusive lease (Acquire) excludes them all. A group of shared holders
+// shares one token: the first of them is issued the next token, raising the
+// fence, and those who join while the group holds the resource get the
+// same. So an exclusive grant's token is above every shared token before
+// it, and the next group's above the exclusive one's, and storage fences
+// either side with its one rule. A shared acquire waits, first come first
+// served, behind an exclusive one that waits already: a waiting writer
+// stops new shared grants (no writer starvation), at the cost of readers
+// waiting for it although the group still holds the resource. The holder
+// of the exclusive lease downgrades it by acquiring it shared: in one
+// durable change the lease ends and a group with a new token holds the
+// resource, the holder in it. The converse, a shared holder acquiring
+// exclusively, is refused at once (wrapping ErrBadRequest): two holders
+// upgrading at once would each wait for the other for ever. A shared hold
+// is in no session, and is neither transferred nor renewed or released
+// without its holder's name: see RenewShared and ReleaseShared.
+type SharedAcquirer interface {
+	AcquireShared(ctx context.Context, resource, holder string, ttl, wait time.Duration) (Lease, error)
+	// RenewShared renews holder's shared hold of the group of token, as
+	// Renew renews a lease.
+	RenewShared(ctx context.Context, resource, holder string, token Token, ttl time.Duration) (Lease, error)
+	// ReleaseShared ends holder's shared hold of the group of token, as
+	// Release ends a lease; the group ends with its last holder.
+	ReleaseShared(ctx context.Context, resource, holder string, token Token) error
 }
 
 // PermitAcquirer is implemented by Lockers that grant counted permits: a

@@ -57,6 +57,7 @@ type sessionConfig struct {
 	ttl, wait, margin time.Duration
 	holder            string
 	limit             int
+	shared            bool
 }
 
 // WithTTL sets the lease's TTL. Default: DefaultTTL.
@@ -71,6 +72,11 @@ func WithWait(wait time.Duration) SessionOption { return func(c *sessionConfig) 
 // the lease's Resource is then the permit's slot resource. Default: 0, a
 // lock.
 func WithLimit(n int) SessionOption { return func(c *sessionConfig) { c.limit = n } }
+
+// WithShared makes the session hold resource shared rather than
+// exclusively (see SharedAcquirer, which the Locker must implement): beside
+// other shared holders, with their group's token. Default: exclusive.
+func WithShared() SessionOption { return func(c *sessionConfig) { c.shared = true } }
 
 // WithHolder sets the holder id. Default: a new random id per session (NewHolderID).
 func WithHolder(holder string) SessionOption { return func(c *sessionConfig) { c.holder = holder } }
@@ -99,12 +105,21 @@ func NewSession(ctx context.Context, locker Locker, resource string, opts ...Ses
 	}
 	sent := time.Now()
 	var l Lease
-	if c.limit == 0 {
+	switch sa, shares := locker.(SharedAcquirer); {
+	case c.shared && c.limit != 0:
+		err = fmt.Errorf("%w: a shared hold has no limit", ErrBadRequest)
+	case c.shared && shares:
+		l, err = sa.AcquireShared(ctx, resource, c.holder, c.ttl, c.wait)
+	case c.shared:
+		err = fmt.Errorf("%w: the Locker has no shared holds", ErrBadRequest)
+	case c.limit == 0:
 		l, err = locker.Acquire(ctx, resource, c.holder, c.ttl, c.wait)
-	} else if pa, ok := locker.(PermitAcquirer); ok {
-		l, err = pa.AcquirePermit(ctx, resource, c.holder, c.limit, c.ttl, c.wait)
-	} else {
-		err = fmt.Errorf("%w: the Locker has no semaphores", ErrBadRequest)
+	default:
+		if pa, ok := locker.(PermitAcquirer); ok {
+			l, err = pa.AcquirePermit(ctx, resource, c.holder, c.limit, c.ttl, c.wait)
+		} else {
+			err = fmt.Errorf("%w: the Locker has no semaphores", ErrBadRequest)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -123,8 +138,8 @@ func NewSessions(ctx context.Context, locker Locker, resources []string, opts ..
 		return nil, err
 	}
 	ma, ok := locker.(MultiAcquirer)
-	if !ok || c.limit != 0 {
-		return nil, fmt.Errorf("%w: the Locker cannot acquire several resources at once (or a limit was given)", ErrBadRequest)
+	if !ok || c.limit != 0 || c.shared {
+		return nil, fmt.Errorf("%w: the Locker cannot acquire several resources at once (or a limit or shared was given)", ErrBadRequest)
 	}
 	sent := time.Now()
 	ls, err := ma.AcquireAll(ctx, resources, c.holder, c.ttl, c.wait)
@@ -275,6 +290,9 @@ func (s *Session) Err() error {
 // if the server were unreachable. Release may be called again to retry.
 func (s *Session) Release(ctx context.Context) error {
 	_, err := s.end(func() (Lease, error) {
+		if sa, ok := s.locker.(SharedAcquirer); ok && s.lease.Shared {
+			return Lease{}, sa.ReleaseShared(ctx, s.lease.Resource, s.lease.Holder, s.lease.Token)
+		}
 		return Lease{}, s.locker.Release(ctx, s.lease.Resource, s.lease.Token)
 	}, ErrReleased, true)
 	if errors.Is(err, errEnded) {
@@ -384,7 +402,13 @@ func (s *Session) renew(ctx context.Context, until time.Time) error {
 	sent := time.Now()
 	ctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
-	l, err := s.locker.Renew(ctx, s.lease.Resource, s.lease.Token, s.lease.TTL)
+	var l Lease
+	var err error
+	if sa, ok := s.locker.(SharedAcquirer); ok && s.lease.Shared {
+		l, err = sa.RenewShared(ctx, s.lease.Resource, s.lease.Holder, s.lease.Token, s.lease.TTL)
+	} else {
+		l, err = s.locker.Renew(ctx, s.lease.Resource, s.lease.Token, s.lease.TTL)
+	}
 	if err != nil {
 		return err
 	}

@@ -8,11 +8,13 @@ import (
 	"github.com/fence-lock/fence/wire"
 )
 
-// The acquires: of a lock, of a semaphore's permit, of several locks at once.
+// The acquires: of a lock, of a semaphore's permit, of several locks at
+// once, of a shared hold (and its renew and release).
 
 var (
 	_ fence.PermitAcquirer = (*API)(nil)
 	_ fence.MultiAcquirer  = (*API)(nil)
+	_ fence.SharedAcquirer = (*API)(nil)
 )
 
 // Acquire implements fence.Locker. ttl is rounded to whole milliseconds; 0
@@ -60,4 +62,27 @@ func (c *API) AcquireAll(ctx context.Context, resources []string, holder string,
 		}
 	}
 	return ls, nil
+}
+
+// AcquireShared implements fence.SharedAcquirer: POST
+// /v1/locks/{resource}/acquire with "mode": "shared".
+func (c *API) AcquireShared(ctx context.Context, resource, holder string, ttl, wait time.Duration) (fence.Lease, error) {
+	body := jsonBody(wire.AcquireRequest{Holder: holder, TTLMS: ttl.Milliseconds(), WaitMS: wait.Milliseconds(), Mode: wire.ModeShared})
+	var lr wire.Lease
+	if err := c.doJSON(ctx, send(wire.OpAcquireLock, resource, "", request{body: body, retryable: true}), &lr); err != nil {
+		return fence.Lease{}, err
+	}
+	return lr.Decode()
+}
+
+// RenewShared implements fence.SharedAcquirer: a renew that names its
+// holder.
+func (c *API) RenewShared(ctx context.Context, resource, holder string, token fence.Token, ttl time.Duration) (fence.Lease, error) {
+	return c.renew(ctx, resource, wire.RenewRequest{Token: token, TTLMS: ttl.Milliseconds(), Holder: holder})
+}
+
+// ReleaseShared implements fence.SharedAcquirer: a release that names its
+// holder.
+func (c *API) ReleaseShared(ctx context.Context, resource, holder string, token fence.Token) error {
+	return c.release(ctx, resource, wire.ReleaseRequest{Token: token, Holder: holder})
 }

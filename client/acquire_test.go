@@ -46,3 +46,59 @@ func TestClient_AcquireAll(t *testing.T) {
 		t.Fatalf("after the release: %v, %v", again, err)
 	}
 }
+
+// TestClient_Shared holds a resource shared twice through a real server:
+// both leases renew themselves (their renewals name their holders) with
+// one token; the status names both; a writer waits until both release
+// and gets a greater token, which fences the readers' writes.
+func TestClient_Shared(t *testing.T) {
+	c, err := client.New(fencetest.NewServer(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Acquire(t.Context(), "doc", fence.WithShared(), fence.WithHolder("a"), fence.WithTTL(time.Second))
+	if err != nil {
+		t.Fatalf("Acquire shared: %v", err)
+	}
+	b, err := c.Acquire(t.Context(), "doc", fence.WithShared(), fence.WithHolder("b"), fence.WithTTL(time.Second))
+	if err != nil {
+		t.Fatalf("Acquire shared: %v", err)
+	}
+	if a.Token() != b.Token() {
+		t.Fatalf("tokens %d and %d, want the group's one", a.Token(), b.Token())
+	}
+	time.Sleep(1500 * time.Millisecond) // past the TTL: the holds renew themselves
+	st, err := c.Status(t.Context(), "doc")
+	if err != nil || !st.Shared || len(st.Holders) != 2 || st.Holders[0] != "a" || st.Holders[1] != "b" || st.Token != a.Token() {
+		t.Fatalf("Status=%+v, %v; want shared by a and b", st, err)
+	}
+	if _, err := a.Put(t.Context(), "k", []byte("a")); err != nil {
+		t.Fatalf("a reader's write: %v", err)
+	}
+	w := make(chan *client.Lease, 1)
+	go func() {
+		l, err := c.Acquire(t.Context(), "doc", fence.WithHolder("w"), fence.WithWait(time.Minute))
+		if err != nil {
+			t.Errorf("the writer: %v", err)
+		}
+		w <- l
+	}()
+	for _, l := range []*client.Lease{a, b} {
+		if err := l.Err(); err != nil {
+			t.Fatalf("%s lost: %v", l.Holder(), err)
+		}
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatalf("%s: Release: %v", l.Holder(), err)
+		}
+	}
+	wl := <-w
+	if wl == nil {
+		t.FailNow()
+	}
+	if wl.Token() <= a.Token() {
+		t.Fatalf("the writer's token %d, want above %d", wl.Token(), a.Token())
+	}
+	if _, err := c.API().Put(t.Context(), "doc", "k", []byte("stale"), a.Token(), fence.Cond{}); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("a reader's write after the writer's grant: %v, want fenced", err)
+	}
+}

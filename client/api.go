@@ -467,7 +467,7 @@ func (c *API) List(ctx context.Context, prefix, after string, limit int) ([]fenc
 			return nil, "", fmt.Errorf("client: lock expires_at %q: %w", l.ExpiresAt, err)
 		}
 		locks = append(locks, fence.LockStatus{Resource: l.Resource, Held: true, Holder: l.Holder, Token: l.Token, Expires: exp, Waiters: l.Waiters,
-			Session: l.Session.Decode()})
+			Session: l.Session.Decode(), Shared: l.Mode == wire.ModeShared, Holders: l.Holders})
 	}
 	return locks, lr.Next, nil
 }
@@ -509,19 +509,13 @@ func withSequencer(ctx context.Context, h http.Header) http.Header {
 
 // Renew implements fence.Locker.
 func (c *API) Renew(ctx context.Context, resource string, token fence.Token, ttl time.Duration) (fence.Lease, error) {
-	var body []byte
-	if ttl == 0 {
-		body = jsonBody(struct {
-			Token fence.Token `json:"token"`
-		}{token})
-	} else {
-		body = jsonBody(struct {
-			Token fence.Token `json:"token"`
-			TTLMS int64       `json:"ttl_ms"`
-		}{token, ttl.Milliseconds()})
-	}
+	return c.renew(ctx, resource, wire.RenewRequest{Token: token, TTLMS: ttl.Milliseconds()})
+}
+
+// renew sends POST /v1/locks/{resource}/renew with body (ttl_ms 0 is absent).
+func (c *API) renew(ctx context.Context, resource string, body wire.RenewRequest) (fence.Lease, error) {
 	var lr wire.Lease
-	if err := c.doJSON(ctx, send(wire.OpRenewLock, resource, "", request{body: body, retryable: true}), &lr); err != nil {
+	if err := c.doJSON(ctx, send(wire.OpRenewLock, resource, "", request{body: jsonBody(body), retryable: true}), &lr); err != nil {
 		return fence.Lease{}, err
 	}
 	return lr.Decode()
@@ -529,10 +523,12 @@ func (c *API) Renew(ctx context.Context, resource string, token fence.Token, ttl
 
 // Release implements fence.Locker.
 func (c *API) Release(ctx context.Context, resource string, token fence.Token) error {
-	body := jsonBody(struct {
-		Token fence.Token `json:"token"`
-	}{token})
-	return c.doJSON(ctx, send(wire.OpReleaseLock, resource, "", request{body: body, retryable: true}), nil)
+	return c.release(ctx, resource, wire.ReleaseRequest{Token: token})
+}
+
+// release sends POST /v1/locks/{resource}/release with body.
+func (c *API) release(ctx context.Context, resource string, body wire.ReleaseRequest) error {
+	return c.doJSON(ctx, send(wire.OpReleaseLock, resource, "", request{body: jsonBody(body), retryable: true}), nil)
 }
 
 // Status implements fence.Locker.
@@ -541,7 +537,8 @@ func (c *API) Status(ctx context.Context, resource string) (fence.LockStatus, er
 	if err := c.doJSON(ctx, send(wire.OpGetLock, resource, "", request{retryable: true}), &lr); err != nil {
 		return fence.LockStatus{}, err
 	}
-	st := fence.LockStatus{Resource: lr.Resource, Held: lr.Held, Holder: lr.Holder, Token: lr.Token, LastToken: lr.LastToken, Session: lr.Session.Decode()}
+	st := fence.LockStatus{Resource: lr.Resource, Held: lr.Held, Holder: lr.Holder, Token: lr.Token, LastToken: lr.LastToken, Session: lr.Session.Decode(),
+		Shared: lr.Mode == wire.ModeShared, Holders: lr.Holders}
 	if lr.Held {
 		exp, err := time.Parse(time.RFC3339Nano, lr.ExpiresAt)
 		if err != nil {

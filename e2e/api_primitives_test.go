@@ -154,3 +154,73 @@ func testAPISessions(t *testing.T, newService newServiceFunc) {
 	apiProblem(t, apiDo(t, "PUT", url+"/v1/kv/sess-a/k", []byte("stale"), apiTok(aTok)), http.StatusConflict, "fenced",
 		map[string]any{"resource": "sess-a", "presented": aTok, "last_fence": next})
 }
+
+// testAPIShared takes shared holds through the API: readers share one
+// token, a writer waiting stops new readers, the writer's token fences the
+// readers and the next group's fences the writer; renew and release name
+// their holder; a reader cannot upgrade; the writer downgrades.
+func testAPIShared(t *testing.T, newService newServiceFunc) {
+	url, _ := newService(t)
+	read := func(holder string) uint64 {
+		t.Helper()
+		r := apiDo(t, "POST", url+"/v1/locks/doc/acquire", fmt.Appendf(nil, `{"holder":%q,"ttl_ms":60000,"mode":"shared"}`, holder), nil)
+		m := apiOK(t, r, map[string]any{"resource": "doc", "holder": holder, "token": apiPosInt, "ttl_ms": 60000,
+			"expires_at": apiExpiresIn(time.Minute), "mode": "shared"})
+		n, _ := apiUint(m["token"])
+		return n
+	}
+	r1, r2 := read("r1"), read("r2")
+	if r1 != r2 {
+		t.Fatalf("readers got tokens %d and %d, want one group token", r1, r2)
+	}
+	apiPut(t, url, "doc", "k", []byte("r1"), apiTok(r1))
+	apiOK(t, apiDo(t, "GET", url+"/v1/locks/doc", nil, nil), map[string]any{"resource": "doc", "held": true, "token": r1,
+		"expires_at": apiExpiresIn(time.Minute), "last_token": r1, "mode": "shared", "holders": []any{"r1", "r2"}})
+	lr := apiDo(t, "GET", url+"/v1/locks?prefix=doc", nil, nil)
+	var list struct {
+		Locks []map[string]any `json:"locks"`
+	}
+	if lr.status != http.StatusOK || json.Unmarshal(lr.body, &list) != nil || len(list.Locks) != 1 || list.Locks[0]["mode"] != "shared" {
+		t.Fatalf("the listing of doc: %s, want it shared", lr)
+	}
+	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/doc/acquire", []byte(`{"holder":"w"}`), nil), http.StatusConflict, "lock_held",
+		map[string]any{"resource": "doc", "retry_after_ms": apiAnyInt})
+	// A reader cannot upgrade; a group's token names no holder.
+	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/doc/acquire", []byte(`{"holder":"r1","wait_ms":1000}`), nil), http.StatusBadRequest, "bad_request", nil)
+	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/doc/renew", fmt.Appendf(nil, `{"token":%d}`, r1), nil), http.StatusBadRequest, "bad_request", nil)
+	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/doc/release", fmt.Appendf(nil, `{"token":%d,"holder":"x"}`, r1), nil), http.StatusConflict, "lease_lost",
+		map[string]any{"resource": "doc", "presented": r1, "current": r1})
+	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/doc/acquire", []byte(`{"holder":"r1","mode":"shared","limit":2}`), nil), http.StatusBadRequest, "bad_request", nil)
+	apiOK(t, apiDo(t, "POST", url+"/v1/locks/doc/renew", fmt.Appendf(nil, `{"token":%d,"holder":"r1","ttl_ms":30000}`, r1), nil),
+		map[string]any{"resource": "doc", "holder": "r1", "token": r1, "ttl_ms": 30000, "expires_at": apiExpiresIn(30 * time.Second), "mode": "shared"})
+
+	// A writer waits; a reader arriving meanwhile waits behind it.
+	writer := make(chan apiResp, 1)
+	go func() {
+		writer <- apiDo(t, "POST", url+"/v1/locks/doc/acquire", []byte(`{"holder":"w","ttl_ms":60000,"wait_ms":60000}`), nil)
+	}()
+	waitWaiters(t, url, "doc", 1)
+	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/doc/acquire", []byte(`{"holder":"r3","mode":"shared"}`), nil), http.StatusConflict, "lock_held",
+		map[string]any{"resource": "doc", "retry_after_ms": apiAnyInt})
+	for _, h := range []string{"r1", "r2"} {
+		apiOK(t, apiDo(t, "POST", url+"/v1/locks/doc/release", fmt.Appendf(nil, `{"token":%d,"holder":%q}`, r1, h), nil),
+			map[string]any{"resource": "doc", "released": true})
+	}
+	w := apiOK(t, <-writer, map[string]any{"resource": "doc", "holder": "w", "token": apiPosInt, "ttl_ms": 60000, "expires_at": apiExpiresIn(time.Minute)})
+	wTok, _ := apiUint(w["token"])
+	if wTok <= r1 {
+		t.Fatalf("the writer's token %d, want above the readers' %d", wTok, r1)
+	}
+	apiProblem(t, apiDo(t, "PUT", url+"/v1/kv/doc/k", []byte("stale reader"), apiTok(r1)), http.StatusConflict, "fenced",
+		map[string]any{"resource": "doc", "presented": r1, "last_fence": wTok})
+	// The writer downgrades: a new group's token fences its own.
+	d := read("w")
+	if d <= wTok {
+		t.Fatalf("the downgrade's token %d, want above the writer's %d", d, wTok)
+	}
+	apiProblem(t, apiDo(t, "PUT", url+"/v1/kv/doc/k", []byte("stale writer"), apiTok(wTok)), http.StatusConflict, "fenced",
+		map[string]any{"resource": "doc", "presented": wTok, "last_fence": d})
+	if r3 := read("r3"); r3 != d {
+		t.Fatalf("r3 joined with token %d, want the group's %d", r3, d)
+	}
+}

@@ -183,6 +183,17 @@ func apiMatch(got, want any) bool {
 	case uint64:
 		n, ok := got.(json.Number)
 		return ok && n.String() == strconv.FormatUint(w, 10)
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !apiMatch(g[i], w[i]) {
+				return false
+			}
+		}
+		return true
 	}
 	panic(fmt.Sprintf("apiMatch: unsupported expectation %T", want))
 }
@@ -339,6 +350,7 @@ func TestAPI(t *testing.T) {
 		{"Permits", testAPIPermits},
 		{"AcquireAll", testAPIAcquireAll},
 		{"Sessions", testAPISessions},
+		{"Shared", testAPIShared},
 	}
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {
@@ -1094,7 +1106,7 @@ func testAPINames(t *testing.T, newService newServiceFunc) {
 	for _, c := range []struct{ name, body string }{
 		{"ttl_ms 9", fmt.Sprintf(`{"token":%d,"ttl_ms":9}`, tok)},
 		{"ttl_ms 86400001", fmt.Sprintf(`{"token":%d,"ttl_ms":86400001}`, tok)},
-		{"an unknown member", fmt.Sprintf(`{"token":%d,"holder":"N"}`, tok)},
+		{"an unknown member", fmt.Sprintf(`{"token":%d,"owner":"N"}`, tok)},
 		{"a duplicate token", fmt.Sprintf(`{"token":%d,"token":%d}`, tok, tok)},
 		{"Token in the wrong case", fmt.Sprintf(`{"Token":%d}`, tok)},
 		{"trailing garbage", fmt.Sprintf(`{"token":%d},`, tok)},

@@ -29,6 +29,7 @@ func TestLedger(t *testing.T, open func(t *testing.T) Backend) {
 	t.Run("Delays", func(t *testing.T) { testDelays(t, open) })
 	t.Run("Owner", func(t *testing.T) { testOwner(t, open) })
 	t.Run("Session", func(t *testing.T) { testSession(t, open) })
+	t.Run("Shared", func(t *testing.T) { testShared(t, open) })
 	t.Run("LastToken", func(t *testing.T) { testLastToken(t, open) })
 	t.Run("Floor", func(t *testing.T) { testFloor(t, open) })
 }
@@ -113,8 +114,8 @@ func wantLeases(t *testing.T, b Backend, want ...fence.Lease) {
 func leaseStrings(ls []fence.Lease) []string {
 	s := make([]string, len(ls))
 	for i, l := range ls {
-		s[i] = fmt.Sprintf("{%s holder=%s owner=%q token=%d ttl=%s expires=%d session=%s@%d}", l.Resource, l.Holder, l.Owner, l.Token, l.TTL, l.Expires.UnixNano(),
-			l.Session.Resource, l.Session.Token)
+		s[i] = fmt.Sprintf("{%s holder=%s owner=%q token=%d ttl=%s expires=%d session=%s@%d shared=%v}", l.Resource, l.Holder, l.Owner, l.Token, l.TTL, l.Expires.UnixNano(),
+			l.Session.Resource, l.Session.Token, l.Shared)
 	}
 	sort.Strings(s)
 	return s

@@ -3,6 +3,7 @@ package fencetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -93,6 +94,14 @@ func testTakeover(t *testing.T, newStore func(t *testing.T) ReplicatedStore, uns
 		t.Fatalf("Grants after the floor %d: %d, %d, %v; want %d", floor, tok, owned, err, floor+1)
 	}
 
+	readers, err := dbA.Share(fence.WithOwner(ctx, "alice"), "readers", "R1", 0, testTTL, time.Now().Add(testTTL))
+	if err == nil {
+		_, err = dbA.Share(ctx, "readers", "R2", readers, testTTL, time.Now().Add(testTTL))
+	}
+	if err != nil {
+		t.Fatalf("Share: %v", err)
+	}
+
 	st.EndLeadership(t)
 	dbB, _ := Lead(t, b)
 	if got := lastToken(t, dbB, "unrecorded"); got != floor {
@@ -108,6 +117,17 @@ func testTakeover(t *testing.T, newStore func(t *testing.T) ReplicatedStore, uns
 	}
 	if i := slices.IndexFunc(leases, func(l fence.Lease) bool { return l.Resource == "owned" }); i < 0 || leases[i].Owner != "alice" || leases[i].Token != owned {
 		t.Fatalf("the new leader's leases %+v: want owned's, token %d, owner alice", leases, owned)
+	}
+	// And the shared group, with each holder's owner.
+	var group []string
+	for _, l := range leases {
+		if l.Resource == "readers" {
+			group = append(group, fmt.Sprintf("%s/%s/%d/%v", l.Holder, l.Owner, l.Token, l.Shared))
+		}
+	}
+	slices.Sort(group)
+	if want := []string{fmt.Sprintf("R1/alice/%d/true", readers), fmt.Sprintf("R2//%d/true", readers)}; !slices.Equal(group, want) {
+		t.Fatalf("the new leader's shared group %v, want %v", group, want)
 	}
 	if tokB := grant(t, dbB, "r", "B"); tokB != tok+1 {
 		t.Fatalf("B: Grant=%d, want %d (the tokens go on)", tokB, tok+1)

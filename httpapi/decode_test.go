@@ -42,19 +42,26 @@ func TestDecodeAcquire(t *testing.T) {
 		want acquireRequest
 		err  error
 	}{
-		{"OK", `{"holder":"worker-a","ttl_ms":5000,"wait_ms":100}`, acquireRequest{"worker-a", 5 * time.Second, 100 * time.Millisecond, 0, fence.SessionRef{}}, nil},
-		{"Defaults", `{"holder":"w"}`, acquireRequest{"w", fence.DefaultTTL, 0, 0, fence.SessionRef{}}, nil},
-		{"Whitespace", " \n{ \"holder\" : \"w\" }\n\t", acquireRequest{"w", fence.DefaultTTL, 0, 0, fence.SessionRef{}}, nil},
-		{"EscapedName", `{"hol\u0064er":"w"}`, acquireRequest{"w", fence.DefaultTTL, 0, 0, fence.SessionRef{}}, nil},
-		{"Limits", `{"holder":"` + long + `","ttl_ms":86400000,"wait_ms":300000}`, acquireRequest{long, fence.MaxTTL, fence.MaxWait, 0, fence.SessionRef{}}, nil},
-		{"MinTTL", `{"holder":"w","ttl_ms":10,"wait_ms":0}`, acquireRequest{"w", fence.MinTTL, 0, 0, fence.SessionRef{}}, nil},
-		{"SurrogatePair", `{"holder":"\ud83d\ude00"}`, acquireRequest{"😀", fence.DefaultTTL, 0, 0, fence.SessionRef{}}, nil},
-		{"EscapedBackslashU", `{"holder":"a\\ud800"}`, acquireRequest{`a\ud800`, fence.DefaultTTL, 0, 0, fence.SessionRef{}}, nil},
+		{"OK", `{"holder":"worker-a","ttl_ms":5000,"wait_ms":100}`, acquireRequest{"worker-a", 5 * time.Second, 100 * time.Millisecond, 0, fence.SessionRef{}, false}, nil},
+		{"Defaults", `{"holder":"w"}`, acquireRequest{"w", fence.DefaultTTL, 0, 0, fence.SessionRef{}, false}, nil},
+		{"Whitespace", " \n{ \"holder\" : \"w\" }\n\t", acquireRequest{"w", fence.DefaultTTL, 0, 0, fence.SessionRef{}, false}, nil},
+		{"EscapedName", `{"hol\u0064er":"w"}`, acquireRequest{"w", fence.DefaultTTL, 0, 0, fence.SessionRef{}, false}, nil},
+		{"Limits", `{"holder":"` + long + `","ttl_ms":86400000,"wait_ms":300000}`, acquireRequest{long, fence.MaxTTL, fence.MaxWait, 0, fence.SessionRef{}, false}, nil},
+		{"MinTTL", `{"holder":"w","ttl_ms":10,"wait_ms":0}`, acquireRequest{"w", fence.MinTTL, 0, 0, fence.SessionRef{}, false}, nil},
+		{"SurrogatePair", `{"holder":"\ud83d\ude00"}`, acquireRequest{"😀", fence.DefaultTTL, 0, 0, fence.SessionRef{}, false}, nil},
+		{"EscapedBackslashU", `{"holder":"a\\ud800"}`, acquireRequest{`a\ud800`, fence.DefaultTTL, 0, 0, fence.SessionRef{}, false}, nil},
 
-		{"Permit", `{"holder":"w","limit":3}`, acquireRequest{"w", fence.DefaultTTL, 0, 3, fence.SessionRef{}}, nil},
-		{"MaxPermits", `{"holder":"w","limit":1000}`, acquireRequest{"w", fence.DefaultTTL, 0, fence.MaxPermits, fence.SessionRef{}}, nil},
-		{"Session", `{"holder":"w","session":{"resource":".session/w","token":7}}`, acquireRequest{"w", 0, 0, 0, fence.SessionRef{Resource: ".session/w", Token: 7}}, nil},
-		{"SessionTTL", `{"session":{"token":7,"resource":".session/w"},"holder":"w","ttl_ms":5000}`, acquireRequest{"w", 5 * time.Second, 0, 0, fence.SessionRef{Resource: ".session/w", Token: 7}}, nil},
+		{"Permit", `{"holder":"w","limit":3}`, acquireRequest{"w", fence.DefaultTTL, 0, 3, fence.SessionRef{}, false}, nil},
+		{"MaxPermits", `{"holder":"w","limit":1000}`, acquireRequest{"w", fence.DefaultTTL, 0, fence.MaxPermits, fence.SessionRef{}, false}, nil},
+		{"Shared", `{"holder":"w","mode":"shared"}`, acquireRequest{"w", fence.DefaultTTL, 0, 0, fence.SessionRef{}, true}, nil},
+		{"Exclusive", `{"holder":"w","mode":"exclusive","limit":2}`, acquireRequest{"w", fence.DefaultTTL, 0, 2, fence.SessionRef{}, false}, nil},
+		{"ModeUnknown", `{"holder":"w","mode":"read"}`, acquireRequest{}, fence.ErrBadRequest},
+		{"ModeNull", `{"holder":"w","mode":null}`, acquireRequest{}, fence.ErrBadRequest},
+		{"ModeCase", `{"holder":"w","mode":"Shared"}`, acquireRequest{}, fence.ErrBadRequest},
+		{"SharedPermit", `{"holder":"w","mode":"shared","limit":2}`, acquireRequest{}, fence.ErrBadRequest},
+		{"SharedSession", `{"holder":"w","mode":"shared","session":{"resource":".session/w","token":7}}`, acquireRequest{}, fence.ErrBadRequest},
+		{"Session", `{"holder":"w","session":{"resource":".session/w","token":7}}`, acquireRequest{"w", 0, 0, 0, fence.SessionRef{Resource: ".session/w", Token: 7}, false}, nil},
+		{"SessionTTL", `{"session":{"token":7,"resource":".session/w"},"holder":"w","ttl_ms":5000}`, acquireRequest{"w", 5 * time.Second, 0, 0, fence.SessionRef{Resource: ".session/w", Token: 7}, false}, nil},
 		{"SessionNotASession", `{"holder":"w","session":{"resource":"w","token":7}}`, acquireRequest{}, fence.ErrBadRequest},
 		{"SessionNoToken", `{"holder":"w","session":{"resource":".session/w"}}`, acquireRequest{}, fence.ErrBadRequest},
 		{"SessionTokenZero", `{"holder":"w","session":{"resource":".session/w","token":0}}`, acquireRequest{}, fence.ErrBadRequest},
@@ -119,9 +126,9 @@ func TestDecodeRenew(t *testing.T) {
 		want renewRequest
 		err  error
 	}{
-		{"OK", `{"token":42,"ttl_ms":10000}`, renewRequest{42, 10 * time.Second}, nil},
-		{"KeepTTL", `{"token":42}`, renewRequest{42, 0}, nil},
-		{"MaxToken", `{"token":9223372036854775807}`, renewRequest{fence.MaxToken, 0}, nil},
+		{"OK", `{"token":42,"ttl_ms":10000}`, renewRequest{42, 10 * time.Second, ""}, nil},
+		{"KeepTTL", `{"token":42}`, renewRequest{42, 0, ""}, nil},
+		{"MaxToken", `{"token":9223372036854775807}`, renewRequest{fence.MaxToken, 0, ""}, nil},
 		{"MissingToken", `{"ttl_ms":10000}`, renewRequest{}, fence.ErrBadRequest},
 		{"NullToken", `{"token":null}`, renewRequest{}, fence.ErrInvalidToken},
 		{"StringToken", `{"token":"5"}`, renewRequest{}, fence.ErrInvalidToken},
@@ -136,7 +143,10 @@ func TestDecodeRenew(t *testing.T) {
 		{"ObjectToken", `{"token":{}}`, renewRequest{}, fence.ErrInvalidToken},
 		{"CaseMismatch", `{"Token":5}`, renewRequest{}, fence.ErrBadRequest},
 		{"DuplicateToken", `{"token":5,"token":6}`, renewRequest{}, fence.ErrBadRequest},
-		{"Unknown", `{"token":5,"holder":"w"}`, renewRequest{}, fence.ErrBadRequest},
+		{"Unknown", `{"token":5,"by":"w"}`, renewRequest{}, fence.ErrBadRequest},
+		{"Holder", `{"token":5,"holder":"w"}`, renewRequest{Token: 5, Holder: "w"}, nil},
+		{"EmptyHolder", `{"token":5,"holder":""}`, renewRequest{}, fence.ErrBadRequest},
+		{"NumberHolder", `{"token":5,"holder":5}`, renewRequest{}, fence.ErrBadRequest},
 		{"ExplicitZeroTTL", `{"token":5,"ttl_ms":0}`, renewRequest{}, fence.ErrBadRequest},
 		// bad_request comes before invalid_token.
 		{"BadTTLAndBadToken", `{"token":"5","ttl_ms":-1}`, renewRequest{}, fence.ErrBadRequest},
@@ -177,31 +187,33 @@ func TestDecodeRelease(t *testing.T) {
 		t.Run("Bare/"+tt.lit, func(t *testing.T) {
 			got, err := decodeRelease([]byte(`{"token":` + tt.lit + `}`))
 			wantErr(t, err, tt.err)
-			if tt.err == nil && got != 5 {
-				t.Fatalf("Token=%d, want 5", got)
+			if tt.err == nil && got.Token != 5 {
+				t.Fatalf("Token=%d, want 5", got.Token)
 			}
 		})
 	}
 	tests := []struct {
 		name string
 		body string
-		want fence.Token
+		want releaseRequest
 		err  error
 	}{
-		{"OK", `{"token":42}`, 42, nil},
-		{"Missing", `{}`, 0, fence.ErrBadRequest},
-		{"Null", `{"token":null}`, 0, fence.ErrInvalidToken},
-		{"String", `{"token":"5"}`, 0, fence.ErrInvalidToken},
-		{"CaseMismatch", `{"TOKEN":42}`, 0, fence.ErrBadRequest},
-		{"TTLNotAllowed", `{"token":42,"ttl_ms":10}`, 0, fence.ErrBadRequest},
-		{"Trailing", `{"token":42} 7`, 0, fence.ErrBadRequest},
+		{"OK", `{"token":42}`, releaseRequest{Token: 42}, nil},
+		{"Holder", `{"holder":"r1","token":42}`, releaseRequest{Token: 42, Holder: "r1"}, nil},
+		{"BadHolder", `{"holder":"a\nb","token":42}`, releaseRequest{}, fence.ErrBadRequest},
+		{"Missing", `{}`, releaseRequest{}, fence.ErrBadRequest},
+		{"Null", `{"token":null}`, releaseRequest{}, fence.ErrInvalidToken},
+		{"String", `{"token":"5"}`, releaseRequest{}, fence.ErrInvalidToken},
+		{"CaseMismatch", `{"TOKEN":42}`, releaseRequest{}, fence.ErrBadRequest},
+		{"TTLNotAllowed", `{"token":42,"ttl_ms":10}`, releaseRequest{}, fence.ErrBadRequest},
+		{"Trailing", `{"token":42} 7`, releaseRequest{}, fence.ErrBadRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := decodeRelease([]byte(tt.body))
 			wantErr(t, err, tt.err)
-			if got != tt.want {
-				t.Fatalf("Token=%d, want %d", got, tt.want)
+			if tt.err == nil && got != tt.want {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
 		})
 	}

@@ -37,6 +37,7 @@ func FuzzDecodeAcquire(f *testing.F) {
 		`{"holder":"worker-a","ttl_ms":10000,"wait_ms":0}`, `{"holder":"w"}`, `{"holder":"w","holder":"w"}`,
 		`{"Holder":"w"}`, `{"holder":"\ud800"}`, `{"holder":"w","ttl_ms":1e3}`, `{"holder":"w"} x`, ``, `null`,
 		`{"holder":"w","session":{"resource":".session/w","token":7}}`, `{"holder":"w","session":{"resource":"x","token":7},"ttl_ms":10}`,
+		`{"holder":"w","mode":"shared"}`, `{"holder":"w","mode":"exclusive","limit":3}`, `{"holder":"w","mode":"shared","limit":3}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -63,6 +64,9 @@ func FuzzDecodeAcquire(f *testing.F) {
 		if req.Limit < 0 || req.Limit > fence.MaxPermits {
 			t.Fatalf("accepted limit %d", req.Limit)
 		}
+		if req.Shared && (req.Limit != 0 || !req.Session.IsZero()) {
+			t.Fatalf("accepted a shared hold with a limit or a session: %+v", req)
+		}
 		// Re-encoded canonically, it decodes to the same request.
 		m := map[string]any{"holder": req.Holder, "wait_ms": req.Wait.Milliseconds()}
 		if req.TTL != 0 {
@@ -73,6 +77,9 @@ func FuzzDecodeAcquire(f *testing.F) {
 		}
 		if !req.Session.IsZero() {
 			m["session"] = map[string]any{"resource": req.Session.Resource, "token": req.Session.Token}
+		}
+		if req.Shared {
+			m["mode"] = "shared"
 		}
 		b, _ := json.Marshal(m)
 		if again, err := decodeAcquire(b); err != nil || again != req {
@@ -127,6 +134,7 @@ func FuzzDecodeRenew(f *testing.F) {
 	for _, s := range []string{
 		`{"token":42,"ttl_ms":10000}`, `{"token":42}`, `{"token":"42"}`, `{"token":null}`, `{"token":0}`,
 		`{"token":9223372036854775808}`, `{"token":1.5}`, `{"token":-1}`, `{"ttl_ms":10}`, `{"token":1,"ttl_ms":0}`,
+		`{"token":3,"holder":"r1"}`, `{"token":3,"holder":""}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -142,21 +150,28 @@ func FuzzDecodeRenew(f *testing.F) {
 		if req.TTL != 0 && (req.TTL < fence.MinTTL || req.TTL > fence.MaxTTL) || req.TTL%time.Millisecond != 0 {
 			t.Fatalf("accepted TTL %s", req.TTL)
 		}
+		if req.Holder != "" && fence.ValidateHolder(req.Holder) != nil {
+			t.Fatalf("accepted holder %q", req.Holder)
+		}
 	})
 }
 
 func FuzzDecodeRelease(f *testing.F) {
-	for _, s := range []string{`{"token":42}`, `{"token":"5"}`, `{"token":1e3}`, `{"token":9223372036854775807}`, `{}`, `{"token":1}{}`} {
+	for _, s := range []string{`{"token":42}`, `{"token":"5"}`, `{"token":1e3}`, `{"token":9223372036854775807}`, `{}`, `{"token":1}{}`,
+		`{"token":42,"holder":"r1"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		tok, err := decodeRelease(data)
+		req, err := decodeRelease(data)
 		if err != nil {
 			checkKinds(t, err, fence.ErrBadRequest, fence.ErrInvalidToken)
 			return
 		}
-		if !tok.Valid() {
-			t.Fatalf("accepted token %d", tok)
+		if !req.Token.Valid() {
+			t.Fatalf("accepted token %d", req.Token)
+		}
+		if req.Holder != "" && fence.ValidateHolder(req.Holder) != nil {
+			t.Fatalf("accepted holder %q", req.Holder)
 		}
 	})
 }

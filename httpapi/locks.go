@@ -43,11 +43,8 @@ func (s *Handler) lockStatus(c *call) error {
 	if err != nil {
 		return err
 	}
-	resp := wire.LockStatus{Resource: c.resource, Held: st.Held, LastToken: st.LastToken}
-	if st.Held {
-		resp.Holder, resp.Token, resp.ExpiresAt, resp.Session = st.Holder, st.Token, wire.Timestamp(st.Expires), wire.NewSessionRef(st.Session)
-	}
-	c.writeJSON(resp)
+	st.Resource = c.resource
+	c.writeJSON(wire.NewLockStatus(st))
 	return nil
 }
 
@@ -94,8 +91,7 @@ func (s *Handler) listLocks(c *call) error {
 			if c.allowed(wire.PermRead, l.Resource) != nil {
 				continue
 			}
-			resp.Locks = append(resp.Locks, wire.ListedLock{Resource: l.Resource, Holder: l.Holder, Token: l.Token,
-				ExpiresAt: wire.Timestamp(l.Expires), Waiters: l.Waiters, Session: wire.NewSessionRef(l.Session)})
+			resp.Locks = append(resp.Locks, wire.NewListedLock(l))
 		}
 		if !more {
 			break
@@ -142,12 +138,21 @@ func (s *Handler) acquire(c *call) error {
 	if !req.Session.IsZero() {
 		ctx = fence.WithSession(ctx, req.Session)
 	}
-	if req.Limit == 0 {
+	switch {
+	case req.Shared:
+		if sa, ok := s.locker.(fence.SharedAcquirer); ok {
+			l, err = sa.AcquireShared(ctx, c.resource, req.Holder, req.TTL, req.Wait)
+		} else {
+			err = fmt.Errorf("%w: this server's lock service has no shared holds", fence.ErrNotFound)
+		}
+	case req.Limit == 0:
 		l, err = s.locker.Acquire(ctx, c.resource, req.Holder, req.TTL, req.Wait)
-	} else if pa, ok := s.locker.(fence.PermitAcquirer); ok {
-		l, err = pa.AcquirePermit(ctx, c.resource, req.Holder, req.Limit, req.TTL, req.Wait)
-	} else {
-		err = fmt.Errorf("%w: this server's lock service has no semaphores", fence.ErrNotFound)
+	default:
+		if pa, ok := s.locker.(fence.PermitAcquirer); ok {
+			l, err = pa.AcquirePermit(ctx, c.resource, req.Holder, req.Limit, req.TTL, req.Wait)
+		} else {
+			err = fmt.Errorf("%w: this server's lock service has no semaphores", fence.ErrNotFound)
+		}
 	}
 	if err != nil {
 		return err
@@ -200,7 +205,15 @@ func (s *Handler) renew(c *call) error {
 	if err != nil {
 		return err
 	}
-	l, err := s.locker.Renew(c.ownerContext(), c.resource, req.Token, req.TTL)
+	var l fence.Lease
+	if req.Holder == "" {
+		l, err = s.locker.Renew(c.ownerContext(), c.resource, req.Token, req.TTL)
+	} else if sa, ok := s.locker.(fence.SharedAcquirer); ok {
+		c.holder = req.Holder
+		l, err = sa.RenewShared(c.ownerContext(), c.resource, req.Holder, req.Token, req.TTL)
+	} else {
+		err = fmt.Errorf("%w: this server's lock service has no shared holds", fence.ErrNotFound)
+	}
 	if err != nil {
 		return err
 	}
@@ -210,12 +223,19 @@ func (s *Handler) renew(c *call) error {
 }
 
 func (s *Handler) release(c *call) error {
-	t, err := decodeRelease(c.body)
-	c.presented = t
+	req, err := decodeRelease(c.body)
+	c.presented, c.holder = req.Token, req.Holder
 	if err != nil {
 		return err
 	}
-	if err := s.locker.Release(c.ownerContext(), c.resource, t); err != nil {
+	if req.Holder == "" {
+		err = s.locker.Release(c.ownerContext(), c.resource, req.Token)
+	} else if sa, ok := s.locker.(fence.SharedAcquirer); ok {
+		err = sa.ReleaseShared(c.ownerContext(), c.resource, req.Holder, req.Token)
+	} else {
+		err = fmt.Errorf("%w: this server's lock service has no shared holds", fence.ErrNotFound)
+	}
+	if err != nil {
 		return err
 	}
 	c.writeJSON(wire.ReleaseResponse{Resource: c.resource, Released: true})
@@ -274,19 +294,44 @@ type acquireRequest struct {
 	Wait    time.Duration
 	Limit   int              // 0: a lock; else one of Limit permits
 	Session fence.SessionRef // zero: none
+	Shared  bool             // "mode": "shared"
 }
 
 // decodeAcquire decodes {"holder", "ttl_ms", "wait_ms", "limit",
-// "session"}: holder required, ttl_ms in 10..86400000 (default 10000, or in
-// a session the session's), wait_ms in 0..300000 (default 0), limit in
-// 1..fence.MaxPermits (absent: a lock, not a permit), session {"resource",
-// "token"} (absent: none).
+// "session", "mode"}: holder required, ttl_ms in 10..86400000 (default
+// 10000, or in a session the session's), wait_ms in 0..300000 (default 0),
+// limit in 1..fence.MaxPermits (absent: a lock, not a permit), session
+// {"resource", "token"} (absent: none), mode "exclusive" (the default) or
+// "shared", which takes neither a limit nor a session.
 func decodeAcquire(data []byte) (acquireRequest, error) {
-	ms, err := decodeObject("acquire", data, "holder", "ttl_ms", "wait_ms", "limit", "session")
+	ms, err := decodeObject("acquire", data, "holder", "ttl_ms", "wait_ms", "limit", "session", "mode")
 	if err != nil {
 		return acquireRequest{}, err
 	}
-	return decodeAcquireMembers(ms)
+	req, err := decodeAcquireMembers(ms)
+	if err != nil {
+		return req, err
+	}
+	if v := get(ms, "mode"); v != nil {
+		mode, err := str("mode", v)
+		if err != nil {
+			return req, err
+		}
+		switch mode {
+		case wire.ModeExclusive:
+		case wire.ModeShared:
+			req.Shared = true
+		default:
+			return req, badRequest("mode must be %q or %q, not %s", wire.ModeExclusive, wire.ModeShared, clip(v))
+		}
+	}
+	switch {
+	case req.Shared && req.Limit != 0:
+		return req, badRequest("acquire: a shared hold has no limit: permits are exclusive leases on slots")
+	case req.Shared && !req.Session.IsZero():
+		return req, badRequest("acquire: a shared hold is in no session: acquire it without one")
+	}
+	return req, nil
 }
 
 // decodeSessionRef decodes {"resource", "token"}, both required.
@@ -396,15 +441,17 @@ func decodeAcquireAll(data []byte) (acquireAllRequest, error) {
 
 // renewRequest is the body of POST /v1/locks/{resource}/renew.
 type renewRequest struct {
-	Token fence.Token
-	TTL   time.Duration // 0: keep the lease's TTL
+	Token  fence.Token
+	TTL    time.Duration // 0: keep the lease's TTL
+	Holder string        // "": not named (required for a shared hold)
 }
 
-// decodeRenew decodes {"token", "ttl_ms"}: token required, ttl_ms optional in
-// 10..86400000 (absent: 0, the lease's current TTL).
+// decodeRenew decodes {"token", "ttl_ms", "holder"}: token required,
+// ttl_ms optional in 10..86400000 (absent: 0, the lease's current TTL),
+// holder optional (a holder id).
 func decodeRenew(data []byte) (renewRequest, error) {
 	var req renewRequest
-	ms, err := decodeObject("renew", data, "token", "ttl_ms")
+	ms, err := decodeObject("renew", data, "token", "ttl_ms", "holder")
 	if err != nil {
 		return req, err
 	}
@@ -416,23 +463,51 @@ func decodeRenew(data []byte) (renewRequest, error) {
 	if req.TTL, err = millis("ttl_ms", get(ms, "ttl_ms"), minTTLMS, maxTTLMS, 0); err != nil {
 		return req, err
 	}
+	if req.Holder, err = optionalHolder(get(ms, "holder")); err != nil {
+		return req, err
+	}
 	if req.Token, err = jsonToken("token", t); err != nil {
 		return req, err
 	}
 	return req, nil
 }
 
-// decodeRelease decodes {"token"}: token required.
-func decodeRelease(data []byte) (fence.Token, error) {
-	ms, err := decodeObject("release", data, "token")
+// releaseRequest is the body of POST /v1/locks/{resource}/release.
+type releaseRequest struct {
+	Token  fence.Token
+	Holder string // "": not named (required for a shared hold)
+}
+
+// decodeRelease decodes {"token", "holder"}: token required, holder
+// optional (a holder id).
+func decodeRelease(data []byte) (releaseRequest, error) {
+	var req releaseRequest
+	ms, err := decodeObject("release", data, "token", "holder")
 	if err != nil {
-		return 0, err
+		return req, err
 	}
 	t := get(ms, "token")
 	if t == nil {
-		return 0, badRequest("release: token is required")
+		return req, badRequest("release: token is required")
 	}
-	return jsonToken("token", t)
+	if req.Holder, err = optionalHolder(get(ms, "holder")); err != nil {
+		return req, err
+	}
+	req.Token, err = jsonToken("token", t)
+	return req, err
+}
+
+// optionalHolder decodes the holder member of a renew or release: absent
+// is "".
+func optionalHolder(v json.RawMessage) (string, error) {
+	if v == nil {
+		return "", nil
+	}
+	h, err := str("holder", v)
+	if err != nil {
+		return "", err
+	}
+	return h, fence.ValidateHolder(h)
 }
 
 // transferRequest is the body of POST /v1/locks/{resource}/transfer.

@@ -47,6 +47,10 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 			waitSeconds.Observe(time.Since(start).Seconds())
 		}
 		return l, err
+	case e.lease.Shared && e.shared[holder] != nil:
+		err := fmt.Errorf("lock: acquire %q: %w: holder %q holds it shared, and an upgrade to exclusive is refused: two shared holders upgrading at once would each wait for the other for ever; release the shared hold, then acquire", resource, fence.ErrBadRequest, holder)
+		e.mu.Unlock()
+		return fence.Lease{}, err
 	case e.lease.Holder == holder:
 		// A retry by the holder: the same token, the TTL of this request;
 		// but only for the lease's owner, since anyone can name a holder.
@@ -70,13 +74,19 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 		e.mu.Unlock()
 		return fence.Lease{}, err
 	}
+	w := &waiter{ctx: ctx, holder: holder, owner: owner, ttl: ttl, session: ref, resultC: make(chan result, 1)}
+	return s.queueLocked(ctx, resource, e, w, wait, start)
+}
+
+// queueLocked queues w on the locked entry e (refused past MaxWaiters),
+// unlocks e and waits for w's answer, as of an acquire called at start.
+func (s *Service) queueLocked(ctx context.Context, resource string, e *entry, w *waiter, wait time.Duration, start time.Time) (fence.Lease, error) {
 	if s.MaxWaiters > 0 && len(e.queue) >= s.MaxWaiters {
 		waitersRejectedTotal.Inc()
-		err := s.heldErrorLocked(resource, e, now)
+		err := s.heldErrorLocked(resource, e, s.now())
 		e.mu.Unlock()
 		return fence.Lease{}, err
 	}
-	w := &waiter{ctx: ctx, holder: holder, owner: owner, ttl: ttl, session: ref, resultC: make(chan result, 1)}
 	e.queue = append(e.queue, w)
 	waiters.Inc()
 	e.mu.Unlock()
@@ -96,6 +106,8 @@ func (s *Service) await(ctx context.Context, resource string, e *entry, w *waite
 		if !e.queue.remove(w) {
 			return false, nil
 		}
+		// The shared acquires that waited behind w may join the group now.
+		s.joinSharedLocked(resource, e)
 		if cause != nil {
 			return true, nil
 		}
@@ -242,6 +254,10 @@ func (s *Service) setLeaseLocked(e *entry, l fence.Lease) {
 
 // clearLeaseLocked forgets the resource's lease, which has ended.
 func (s *Service) clearLeaseLocked(e *entry) {
+	if e.lease.Shared {
+		s.clearSharedLocked(e)
+		return
+	}
 	s.leftLeaseLocked(*e.lease)
 	if !e.granted.IsZero() {
 		holdSeconds.Observe(time.Since(e.granted).Seconds())

@@ -21,6 +21,10 @@ func (s *Service) expire(resource string) {
 // expireLocked ends the lease if it has expired at now, and hands the resource
 // to the next waiter in the same ledger change, unless a lock-delay follows.
 func (s *Service) expireLocked(resource string, e *entry, now time.Time) {
+	if e.lease != nil && e.lease.Shared {
+		s.expireSharedLocked(resource, e, now)
+		return
+	}
 	if e.lease == nil || now.Before(e.lease.Expires) {
 		return
 	}

@@ -54,6 +54,14 @@ func (s *Service) handOffLocked(resource string, e *entry, ended change) {
 			reserveLocked(e, w)
 			return
 		}
+		if w.shared {
+			s.serveShared(resource, e, w)
+			if e.lease == nil {
+				continue // not granted: the next waiter's turn
+			}
+			s.joinSharedLocked(resource, e)
+			return
+		}
 		l, err := s.grantLocked(s.ctx, resource, e, w.holder, w.owner, w.ttl, w.session)
 		if err != nil {
 			w.resultC <- result{err: err}
@@ -83,17 +91,24 @@ func (s *Service) passLocked(ctx context.Context, resource string, e *entry, c c
 // or nil for nobody.
 func (s *Service) passToLocked(ctx context.Context, resource string, e *entry, c change, w *waiter) (abandoned bool, err error) {
 	old := *e.lease
-	if w == nil || w.reserve {
+	if w == nil || w.reserve || w.shared {
 		lastFence, err := s.ledger.End(ctx, resource, old.Token)
 		if err != nil {
 			return false, err
 		}
 		s.clearLeaseLocked(e)
 		s.record(c, old, lastFence)
-		if w != nil {
+		switch {
+		case w == nil:
+		case w.reserve:
 			// A multi-acquire grants its resources in a change of its own.
 			e.queue.pop()
 			reserveLocked(e, w)
+		default:
+			// So does a shared group, which the first shared waiters join.
+			e.queue.pop()
+			s.serveShared(resource, e, w)
+			s.joinSharedLocked(resource, e)
 		}
 		return false, nil
 	}
@@ -191,7 +206,7 @@ func (s *Service) serve(resource string, q *waiterQueue, w *waiter, l fence.Leas
 	rest := (*q)[:0]
 	for _, x := range *q {
 		switch {
-		case x.holder != w.holder || x.reserve || x.session != w.session:
+		case x.holder != w.holder || x.reserve || x.shared || x.session != w.session:
 			rest = append(rest, x)
 		case owns(l, x.owner):
 			served = append(served, x)

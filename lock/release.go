@@ -36,6 +36,9 @@ func (s *Service) renewLocked(ctx context.Context, resource string, e *entry, to
 	if err := leaseLostLocked(resource, e, token); err != nil {
 		return fence.Lease{}, err
 	}
+	if e.lease.Shared {
+		return fence.Lease{}, sharedNeedsHolder("renew", resource, e)
+	}
 	if err := s.forbiddenLocked("renew", resource, e, fence.OwnerOf(ctx)); err != nil {
 		return fence.Lease{}, err
 	}
@@ -70,6 +73,9 @@ func (s *Service) releaseLocked(ctx context.Context, resource string, e *entry, 
 	if err := leaseLostLocked(resource, e, token); err != nil {
 		return err
 	}
+	if e.lease.Shared {
+		return sharedNeedsHolder("release", resource, e)
+	}
 	if err := s.forbiddenLocked("release", resource, e, fence.OwnerOf(ctx)); err != nil {
 		return err
 	}
@@ -85,6 +91,12 @@ func (s *Service) releaseLocked(ctx context.Context, resource string, e *entry, 
 		s.handOffLocked(resource, e, changeAbandoned)
 	}
 	return nil
+}
+
+// sharedNeedsHolder is the refusal of op on a shared group's token without
+// a holder's name: the token is the group's, and names none of them.
+func sharedNeedsHolder(op, resource string, e *entry) error {
+	return fmt.Errorf("lock: %s %q: %w: token %d is a shared group's, held by %d holders: name the holder", op, resource, fence.ErrBadRequest, e.lease.Token, len(e.shared))
 }
 
 func (s *Service) heldErrorLocked(resource string, e *entry, now time.Time) error {

@@ -93,9 +93,10 @@ type entry struct {
 	mu      sync.Mutex // serialises changes to this resource; held across ledger writes
 	refs    int        // guarded by Service.mu
 	lease   *fence.Lease
-	granted time.Time   // when lease was granted; zero for a restored lease, whose grant time is unknown
-	timer   *time.Timer // fires at lease.Expires
-	queue   waiterQueue // empty while the resource is free, except during a lock-delay or a reservation
+	shared  map[string]*fence.Lease // while lease is a shared group's: its holders' holds, by holder (shared.go)
+	granted time.Time               // when lease was granted; zero for a restored lease, whose grant time is unknown
+	timer   *time.Timer             // fires at lease.Expires
+	queue   waiterQueue             // empty while the resource is free, except during a lock-delay or a reservation
 
 	delayUntil time.Time   // while lease == nil: no grant before it (lock-delay); zero if none
 	delayTimer *time.Timer // fires at delayUntil
@@ -113,6 +114,7 @@ type waiter struct {
 	ttl     time.Duration
 	session fence.SessionRef // the session the lease joins; zero for none
 	reserve bool             // a multi-acquire's: it is served a reservation, not a lease
+	shared  bool             // a shared acquire's: it is served a hold in a shared group (shared.go)
 	resultC chan result      // buffered: the hand-off never blocks
 }
 
@@ -157,6 +159,16 @@ func (s *Service) Open(ctx context.Context) error {
 		// The ledger keeps no sequencer: sign the restored lease again.
 		if l.Sequencer, err = s.sign(l); err != nil {
 			return fmt.Errorf("lock: open: restore lease %q: %w", l.Resource, err)
+		}
+		if l.Shared {
+			e := s.resources[l.Resource]
+			if e == nil {
+				e = &entry{}
+				s.resources[l.Resource] = e
+			}
+			s.addShareLocked(e, l)
+			s.record(changeRestored, l, l.Token)
+			continue
 		}
 		e := &entry{}
 		s.resources[l.Resource] = e
@@ -313,6 +325,9 @@ func (s *Service) Status(ctx context.Context, resource string) (fence.LockStatus
 	st := fence.LockStatus{Resource: resource}
 	if e.lease != nil {
 		st.Held, st.Holder, st.Token, st.Expires, st.Session = true, e.lease.Holder, e.lease.Token, e.lease.Expires, e.lease.Session
+		if e.lease.Shared {
+			st.Shared, st.Holders = true, holdersLocked(e)
+		}
 	}
 	e.mu.Unlock()
 	// Read after the lease, so that LastToken >= Token even if a grant slips in between.
@@ -339,8 +354,12 @@ func (s *Service) List(ctx context.Context, prefix, after string, limit int) ([]
 		}
 		e.mu.Lock() // after s.mu, as always; no ledger write under these
 		if l := e.lease; l != nil && now.Before(l.Expires) {
-			locks = append(locks, fence.LockStatus{Resource: name, Held: true, Holder: l.Holder,
-				Token: l.Token, Expires: l.Expires, Waiters: len(e.queue), Session: l.Session})
+			st := fence.LockStatus{Resource: name, Held: true, Holder: l.Holder,
+				Token: l.Token, Expires: l.Expires, Waiters: len(e.queue), Session: l.Session}
+			if l.Shared {
+				st.Shared, st.Holders = true, holdersLocked(e)
+			}
+			locks = append(locks, st)
 		}
 		e.mu.Unlock()
 	}

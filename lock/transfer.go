@@ -36,6 +36,9 @@ func (s *Service) Transfer(ctx context.Context, resource string, token fence.Tok
 	if err := leaseLostLocked(resource, e, token); err != nil {
 		return fence.Lease{}, err
 	}
+	if e.lease.Shared {
+		return fence.Lease{}, fmt.Errorf("lock: transfer %q: %w: token %d is a shared group's: a shared hold is not transferred", resource, fence.ErrBadRequest, token)
+	}
 	if err := s.forbiddenLocked("transfer", resource, e, fence.OwnerOf(ctx)); err != nil {
 		return fence.Lease{}, err
 	}
@@ -73,7 +76,7 @@ func (s *Service) Transfer(ctx context.Context, resource string, token fence.Tok
 
 // successorLocked drops the waiters that have gone from the head of the
 // queue and returns the first waiter still waiting for a lease of its own
-// (not a reservation of a multi-acquire, whose grant would not be this
+// (not a reservation of a multi-acquire, nor a shared hold, whose grant would not be this
 // change), not in a session that is over, whose holder is to (any, if to
 // is ""), moved to the head of the queue, and the place it had; nil if
 // there is none.
@@ -82,7 +85,7 @@ func (s *Service) successorLocked(resource string, e *entry, to string) (*waiter
 		return nil, 0
 	}
 	i := slices.IndexFunc(e.queue, func(w *waiter) bool {
-		if w.reserve || (to != "" && w.holder != to) || w.ctx.Err() != nil {
+		if w.reserve || w.shared || (to != "" && w.holder != to) || w.ctx.Err() != nil {
 			return false
 		}
 		_, _, alive := s.sessionAlive(w.session, s.now())

@@ -18,14 +18,17 @@ import (
 // Expires, Holder; version 2 (written since lock-delays are recorded)
 // appends Delay; version 3 (written since leases record their owner)
 // appends Owner; version 4 (written since leases may be in a session)
-// appends Session and SessionToken. Older versions decode with the fields
-// they lack zero: no delay, no owner, no session. Entry records: version 1
+// appends Session and SessionToken; version 5 (written since shared
+// holds) appends the number of Members and then each one's Holder, Owner,
+// TTL and Expires. Older versions decode with the fields
+// they lack zero: no delay, no owner, no session, no shared group. Entry records: version 1
 // is Rev, Token, Value.
 const (
 	recordV1 = 1
 	recordV2 = 2
 	recordV3 = 3
 	recordV4 = 4
+	recordV5 = 5
 )
 
 // ErrCorrupt means a stored record does not decode.
@@ -33,8 +36,12 @@ var ErrCorrupt = errors.New("state: corrupt record")
 
 // EncodeResource returns r as a record, in the newest format.
 func EncodeResource(r Resource) []byte {
-	b := make([]byte, 0, 78+len(r.Holder)+len(r.Owner)+len(r.Session))
-	b = append(b, recordV4)
+	n := 79 + len(r.Holder) + len(r.Owner) + len(r.Session)
+	for _, m := range r.Members {
+		n += 30 + len(m.Holder) + len(m.Owner)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, recordV5)
 	b = binary.AppendUvarint(b, uint64(r.LastToken))
 	b = binary.AppendUvarint(b, uint64(r.LastFence))
 	b = binary.AppendUvarint(b, uint64(r.LeaseToken))
@@ -47,14 +54,53 @@ func EncodeResource(r Resource) []byte {
 	b = append(b, r.Owner...)
 	b = binary.AppendUvarint(b, uint64(len(r.Session)))
 	b = append(b, r.Session...)
-	return binary.AppendUvarint(b, uint64(r.SessionToken))
+	b = binary.AppendUvarint(b, uint64(r.SessionToken))
+	return appendMembers(b, r.Members)
+}
+
+// appendMembers appends the number of members and each one's Holder and
+// Owner, length-prefixed, TTL and Expires.
+func appendMembers(b []byte, members []SharedHolder) []byte {
+	b = binary.AppendUvarint(b, uint64(len(members)))
+	for _, m := range members {
+		b = binary.AppendUvarint(b, uint64(len(m.Holder)))
+		b = append(b, m.Holder...)
+		b = binary.AppendUvarint(b, uint64(len(m.Owner)))
+		b = append(b, m.Owner...)
+		b = binary.AppendUvarint(b, uint64(m.TTL))
+		b = binary.AppendVarint(b, m.Expires)
+	}
+	return b
+}
+
+// EncodeMembers returns the members of a shared group as bytes, in the
+// format of a version 5 resource record's tail; nil for none.
+func EncodeMembers(members []SharedHolder) []byte {
+	if len(members) == 0 {
+		return nil
+	}
+	return appendMembers(nil, members)
+}
+
+// DecodeMembers decodes what EncodeMembers returned; ErrCorrupt if it does
+// not decode. Empty bytes are no members.
+func DecodeMembers(b []byte) ([]SharedHolder, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	d := decoder{b: b}
+	members := d.members()
+	if d.err != nil || len(d.b) != 0 {
+		return nil, fmt.Errorf("%w: shared holders", ErrCorrupt)
+	}
+	return members, nil
 }
 
 // DecodeResource decodes a record of any version; ErrCorrupt if it does not decode.
 func DecodeResource(b []byte) (Resource, error) {
 	d := decoder{b: b}
 	version := d.byte()
-	if version < recordV1 || version > recordV4 {
+	if version < recordV1 || version > recordV5 {
 		return Resource{}, fmt.Errorf("%w: resource record version", ErrCorrupt)
 	}
 	r := Resource{
@@ -74,6 +120,9 @@ func DecodeResource(b []byte) (Resource, error) {
 	if version >= recordV4 {
 		r.Session = string(d.bytes(d.uvarint()))
 		r.SessionToken = fence.Token(d.uvarint())
+	}
+	if version >= recordV5 {
+		r.Members = d.members()
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return Resource{}, fmt.Errorf("%w: resource record", ErrCorrupt)
@@ -138,6 +187,29 @@ func (d *decoder) varint() int64 {
 	}
 	d.b = d.b[n:]
 	return v
+}
+
+// members reads what appendMembers wrote; nil for none.
+func (d *decoder) members() []SharedHolder {
+	n := d.uvarint()
+	if n == 0 || d.err != nil {
+		return nil
+	}
+	// Each member takes at least 4 bytes: a count beyond them is corrupt,
+	// and allocates nothing.
+	if n > uint64(len(d.b))/4 {
+		d.err = ErrCorrupt
+		return nil
+	}
+	members := make([]SharedHolder, n)
+	for i := range members {
+		m := &members[i]
+		m.Holder = string(d.bytes(d.uvarint()))
+		m.Owner = string(d.bytes(d.uvarint()))
+		m.TTL = time.Duration(d.uvarint())
+		m.Expires = d.varint()
+	}
+	return members
 }
 
 func (d *decoder) bytes(n uint64) []byte {

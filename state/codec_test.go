@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -20,7 +21,12 @@ var testResources = []Resource{
 	{LastToken: math.MaxUint64, TTL: -1, Holder: "\x00\xff", Owner: "\xff\x00"}, // not valid state, but the codec must not care
 	{LastToken: 12, LastFence: 12, LeaseToken: 12, Holder: "worker-a", Owner: "alice", TTL: time.Second, Expires: 1},
 	{LastToken: 4, LastFence: 4, LeaseToken: 4, Holder: "w", TTL: time.Second, Session: ".session/w", SessionToken: fence.MaxToken},
+	{LastToken: 5, LastFence: 5, LeaseToken: 5, Members: []SharedHolder{{Holder: "r1", Owner: "alice", TTL: time.Second, Expires: 7},
+		{Holder: "r2", TTL: math.MaxInt64, Expires: math.MinInt64}}},
 }
+
+// same reports whether two resources are equal, their shared groups included.
+func same(a, b Resource) bool { return reflect.DeepEqual(a, b) }
 
 func TestDecodeResource(t *testing.T) {
 	// Records written before lock-delays were recorded still decode, with no
@@ -28,7 +34,7 @@ func TestDecodeResource(t *testing.T) {
 	t.Run("Version1", func(t *testing.T) {
 		v1 := []byte{recordV1, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i'}
 		want := Resource{LastToken: 9, LastFence: 8, LeaseToken: 9, TTL: time.Second, Expires: 1, Holder: "hi"}
-		if got, err := DecodeResource(v1); err != nil || got != want {
+		if got, err := DecodeResource(v1); err != nil || !same(got, want) {
 			t.Fatalf("DecodeResource(v1)=%+v, %v; want %+v", got, err, want)
 		}
 	})
@@ -37,7 +43,7 @@ func TestDecodeResource(t *testing.T) {
 	t.Run("Version2", func(t *testing.T) {
 		v2 := []byte{recordV2, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i', 0x14}
 		want := Resource{LastToken: 9, LastFence: 8, LeaseToken: 9, TTL: time.Second, Expires: 1, Holder: "hi", Delay: 10}
-		if got, err := DecodeResource(v2); err != nil || got != want {
+		if got, err := DecodeResource(v2); err != nil || !same(got, want) {
 			t.Fatalf("DecodeResource(v2)=%+v, %v; want %+v", got, err, want)
 		}
 	})
@@ -45,29 +51,48 @@ func TestDecodeResource(t *testing.T) {
 	t.Run("Version3", func(t *testing.T) {
 		r := Resource{LastToken: 9, LastFence: 8, LeaseToken: 9, TTL: time.Second, Expires: 1, Holder: "hi", Delay: 10, Owner: "alice"}
 		v3 := []byte{recordV3, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i', 0x14, 5, 'a', 'l', 'i', 'c', 'e'}
-		if got, err := DecodeResource(v3); err != nil || got != r {
+		if got, err := DecodeResource(v3); err != nil || !same(got, r) {
 			t.Fatalf("DecodeResource(v3)=%+v, %v; want %+v", got, err, r)
 		}
 	})
-	// The format written now, byte for byte: version 4, then the fields of
-	// version 3, then the session's resource, length-prefixed, and token.
+	// Records written before shared holds still decode, with no group.
 	t.Run("Version4", func(t *testing.T) {
 		r := Resource{LastToken: 9, LastFence: 8, LeaseToken: 9, TTL: time.Second, Expires: 1, Holder: "hi", Delay: 10, Owner: "alice",
 			Session: ".session/s", SessionToken: 3}
 		v4 := []byte{recordV4, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i', 0x14, 5, 'a', 'l', 'i', 'c', 'e',
 			10, '.', 's', 'e', 's', 's', 'i', 'o', 'n', '/', 's', 3}
-		if got := EncodeResource(r); !bytes.Equal(got, v4) {
-			t.Fatalf("EncodeResource(%+v)=%x, want %x", r, got, v4)
-		}
-		if got, err := DecodeResource(v4); err != nil || got != r {
+		if got, err := DecodeResource(v4); err != nil || !same(got, r) {
 			t.Fatalf("DecodeResource(v4)=%+v, %v; want %+v", got, err, r)
 		}
-		// Without an owner or a session, the record still ends with their
-		// (zero) lengths and token.
-		r.Owner, r.Session, r.SessionToken = "", "", 0
-		bare := []byte{recordV4, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i', 0x14, 0, 0, 0}
-		if got := EncodeResource(r); !bytes.Equal(got, bare) {
-			t.Fatalf("EncodeResource(%+v)=%x, want %x", r, got, bare)
+	})
+	// The format written now, byte for byte: version 5, then the fields of
+	// version 4, then the number of shared holders and each one's holder
+	// and owner, length-prefixed, TTL and expiry.
+	t.Run("Version5", func(t *testing.T) {
+		r := Resource{LastToken: 9, LastFence: 8, LeaseToken: 9, TTL: time.Second, Expires: 1, Holder: "hi", Delay: 10, Owner: "alice",
+			Session: ".session/s", SessionToken: 3}
+		v5 := []byte{recordV5, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i', 0x14, 5, 'a', 'l', 'i', 'c', 'e',
+			10, '.', 's', 'e', 's', 's', 'i', 'o', 'n', '/', 's', 3, 0}
+		if got := EncodeResource(r); !bytes.Equal(got, v5) {
+			t.Fatalf("EncodeResource(%+v)=%x, want %x", r, got, v5)
+		}
+		if got, err := DecodeResource(v5); err != nil || !same(got, r) {
+			t.Fatalf("DecodeResource(v5)=%+v, %v; want %+v", got, err, r)
+		}
+		// A shared group: no lease of one holder, two members.
+		g := Resource{LastToken: 9, LastFence: 9, LeaseToken: 9,
+			Members: []SharedHolder{{Holder: "a", Owner: "o", TTL: 2, Expires: -1}, {Holder: "b", TTL: 3, Expires: 1}}}
+		group := []byte{recordV5, 9, 9, 9, 0, 0, 0, 0, 0, 0, 0, 2, 1, 'a', 1, 'o', 2, 1, 1, 'b', 0, 3, 2}
+		if got := EncodeResource(g); !bytes.Equal(got, group) {
+			t.Fatalf("EncodeResource(%+v)=%x, want %x", g, got, group)
+		}
+		if got, err := DecodeResource(group); err != nil || !same(got, g) {
+			t.Fatalf("DecodeResource(group)=%+v, %v; want %+v", got, err, g)
+		}
+		// A count of members the record cannot hold is corrupt.
+		huge := append(bytes.Clone(group[:11]), 0xff, 0xff, 0xff, 0xff, 0x0f)
+		if _, err := DecodeResource(huge); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("DecodeResource(huge count): %v, want ErrCorrupt", err)
 		}
 	})
 	t.Run("OK", func(t *testing.T) {
@@ -76,7 +101,7 @@ func TestDecodeResource(t *testing.T) {
 			if err != nil {
 				t.Fatalf("DecodeResource(EncodeResource(%+v)): %v", r, err)
 			}
-			if got != r {
+			if !same(got, r) {
 				t.Fatalf("DecodeResource(EncodeResource(r))=%+v, want %+v", got, r)
 			}
 		}
@@ -110,7 +135,9 @@ func TestDecodeResource(t *testing.T) {
 		}{
 			{"Empty", nil},
 			{"Version0", append([]byte{0}, good[1:]...)},
-			{"Version5", append([]byte{5}, good[1:]...)},
+			{"Version6", append([]byte{6}, good[1:]...)},
+			{"V4WithMembers", append([]byte{recordV4}, EncodeResource(testResources[7])[1:]...)},
+			{"MemberWithoutExpiry", EncodeResource(testResources[7])[:len(EncodeResource(testResources[7]))-1]},
 			{"TrailingByte", append(bytes.Clone(good), 0)},
 			{"V3TrailingByte", append(bytes.Clone(owned), 0)},
 			{"V2WithOwner", append([]byte{recordV2}, owned[1:]...)},
@@ -215,7 +242,7 @@ func FuzzDecodeResource(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, lastToken, lastFence, leaseToken uint64, ttl, expires int64, holder string, delay int64, owner string) {
 		if r, err := DecodeResource(b); err == nil {
 			again, err := DecodeResource(EncodeResource(r))
-			if err != nil || again != r {
+			if err != nil || !same(again, r) {
 				t.Fatalf("DecodeResource(EncodeResource(%+v))=%+v, %v", r, again, err)
 			}
 		} else if !errors.Is(err, ErrCorrupt) {
@@ -223,9 +250,10 @@ func FuzzDecodeResource(f *testing.F) {
 		}
 		r := Resource{LastToken: fence.Token(lastToken), LastFence: fence.Token(lastFence), LeaseToken: fence.Token(leaseToken),
 			Holder: holder, Owner: owner, TTL: time.Duration(ttl), Expires: expires, Delay: time.Duration(delay),
-			Session: holder + owner, SessionToken: fence.Token(lastFence)} // the inputs stay those of the corpus
+			Session: holder + owner, SessionToken: fence.Token(lastFence), // the inputs stay those of the corpus
+			Members: []SharedHolder{{Holder: owner, Owner: holder, TTL: time.Duration(delay), Expires: ttl}}}
 		got, err := DecodeResource(EncodeResource(r))
-		if err != nil || got != r {
+		if err != nil || !same(got, r) {
 			t.Fatalf("DecodeResource(EncodeResource(%+v))=%+v, %v", r, got, err)
 		}
 	})

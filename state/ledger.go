@@ -27,7 +27,7 @@ func Grant(tx Tx, resource, holder, owner string, session fence.SessionRef, ttl 
 	r.LastToken, r.LastFence = token, max(r.LastFence, token)
 	r.LeaseToken, r.Holder, r.Owner, r.TTL, r.Expires = token, holder, owner, ttl, expires.UnixNano()
 	r.Session, r.SessionToken = session.Resource, session.Token
-	r.Delay = 0
+	r.Members, r.Delay = nil, 0
 	if err := tx.SetResource(resource, r); err != nil {
 		return 0, err
 	}
@@ -239,7 +239,9 @@ func (db *DB) Leases(ctx context.Context) ([]fence.Lease, []fence.LockDelay, err
 	err := db.View(ctx, func(tx Tx) error {
 		leases, delays = leases[:0], delays[:0]
 		return tx.Resources(func(name string, r Resource) error {
-			if l, ok := r.Lease(name); ok {
+			if r.shared() {
+				leases = append(leases, r.memberLeases(name)...)
+			} else if l, ok := r.Lease(name); ok {
 				leases = append(leases, l)
 			} else if r.Delay > 0 {
 				delays = append(delays, fence.LockDelay{Resource: name, Delay: r.Delay})
@@ -256,7 +258,7 @@ func (db *DB) Leases(ctx context.Context) ([]fence.Lease, []fence.LockDelay, err
 // endLease clears the recorded lease.
 func (r *Resource) endLease() {
 	r.LeaseToken, r.Holder, r.Owner, r.TTL, r.Expires = 0, "", "", 0, 0
-	r.Session, r.SessionToken = "", 0
+	r.Session, r.SessionToken, r.Members = "", 0, nil
 }
 
 // leased reports whether token is the lease recorded in r.

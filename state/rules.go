@@ -25,6 +25,10 @@ type Resource struct {
 	// (fence.SessionRef); "" and 0 for a lease of its own.
 	Session      string
 	SessionToken fence.Token
+	// Members are the holders of the shared group that holds the resource
+	// with token LeaseToken (Holder, Owner, TTL, Expires and Session are
+	// then zero); nil while no group does.
+	Members []SharedHolder
 }
 
 // Entry is a stored value.

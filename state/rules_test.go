@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -74,7 +75,7 @@ func (t *mapTx) same(tb testing.TB, before *mapTx) {
 	if t.rev != before.rev {
 		tb.Fatalf("Rev=%d, want %d (unchanged)", t.rev, before.rev)
 	}
-	if !maps.Equal(t.resources, before.resources) {
+	if !reflect.DeepEqual(t.resources, before.resources) {
 		tb.Fatalf("resources=%+v, want %+v (unchanged)", t.resources, before.resources)
 	}
 	if !maps.EqualFunc(t.entries, before.entries, func(a, b state.Entry) bool {
@@ -172,7 +173,7 @@ func TestGrant(t *testing.T) {
 			}
 		}
 		want := state.Resource{LastToken: 3, LastFence: 3, LeaseToken: 3, Holder: "h3", Owner: "p3", TTL: time.Second, Expires: exp.UnixNano()}
-		if got := tx.resources["a"]; got != want {
+		if got := tx.resources["a"]; !reflect.DeepEqual(got, want) {
 			t.Fatalf("Resource=%+v, want %+v", got, want)
 		}
 		if tx.rev != 0 {
@@ -224,7 +225,7 @@ func TestRevoke(t *testing.T) {
 			t.Fatalf("Revoke=%d, %d, %v; want %d, %d, nil", lastFence, revoked, err, tok+1, tok)
 		}
 		want := state.Resource{LastToken: tok + 1, LastFence: tok + 1}
-		if got := tx.resources["a"]; got != want {
+		if got := tx.resources["a"]; !reflect.DeepEqual(got, want) {
 			t.Fatalf("Resource=%+v, want %+v (no lease)", got, want)
 		}
 		if _, err := state.Refresh(tx, "a", tok, time.Second, exp); !errors.Is(err, fence.ErrLeaseLost) {
@@ -406,7 +407,7 @@ func TestRefreshEnd(t *testing.T) {
 	if l, ok := tx.resources["a"].Lease("a"); ok {
 		t.Fatalf("Lease after End=%+v, want none", l)
 	}
-	if r := tx.resources["a"]; r != (state.Resource{LastToken: 4, LastFence: 4}) {
+	if r := tx.resources["a"]; !reflect.DeepEqual(r, state.Resource{LastToken: 4, LastFence: 4}) {
 		t.Fatalf("after End: %+v, want LastToken and LastFence 4 and no lease (no holder, no owner)", r)
 	}
 	// With no lease recorded, token 0 does not match the empty lease.
@@ -425,7 +426,7 @@ func TestHandoff(t *testing.T) {
 			t.Fatalf("Handoff=%d, %d, %v; want %d, %d, nil", next, lastFence, err, old+1, old+1)
 		}
 		want := state.Resource{LastToken: next, LastFence: next, LeaseToken: next, Holder: "h2", Owner: "bob", TTL: time.Minute, Expires: exp.Add(time.Hour).UnixNano()}
-		if got := tx.resources["a"]; got != want {
+		if got := tx.resources["a"]; !reflect.DeepEqual(got, want) {
 			t.Fatalf("Resource=%+v, want %+v", got, want)
 		}
 		// The same state as End and then Grant.
@@ -433,7 +434,7 @@ func TestHandoff(t *testing.T) {
 		state.Grant(two, "a", "h1", "alice", fence.SessionRef{}, time.Second, exp)
 		state.End(two, "a", old)
 		state.Grant(two, "a", "h2", "bob", fence.SessionRef{}, time.Minute, exp.Add(time.Hour))
-		if got := two.resources["a"]; got != want {
+		if got := two.resources["a"]; !reflect.DeepEqual(got, want) {
 			t.Fatalf("End+Grant: Resource=%+v, want %+v", got, want)
 		}
 		if _, err := state.Refresh(tx, "a", old, time.Second, exp); !errors.Is(err, fence.ErrLeaseLost) {
@@ -549,7 +550,7 @@ func TestRaiseFloor(t *testing.T) {
 	if got, _ := state.Floor(tx); got != 19 {
 		t.Fatalf("Floor=%d, want 19", got)
 	}
-	if got, want := tx.resources["a"].LastToken, fence.Token(4); got != want {
+	if got, want := tx.resources["a"].LastToken, fence.Token(4); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the record of a: LastToken %d, want %d untouched (the floor is read through, not written)", got, want)
 	}
 	if _, err := state.RaiseFloor(tx, fence.MaxToken-18); !errors.Is(err, state.ErrTokensExhausted) {

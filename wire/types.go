@@ -31,13 +31,29 @@ type Health struct {
 }
 
 // AcquireRequest is the body of POST /v1/locks/{resource}/acquire.
-// Limit, if not 0, asks for one of the Limit permits of a semaphore.
+// Limit, if not 0, asks for one of the Limit permits of a semaphore; Mode
+// ModeShared for a shared hold.
 type AcquireRequest struct {
 	Holder  string      `json:"holder"`
 	TTLMS   int64       `json:"ttl_ms,omitempty"` // absent: the server's default, or the session's
 	WaitMS  int64       `json:"wait_ms"`
 	Limit   int         `json:"limit,omitempty"`
 	Session *SessionRef `json:"session,omitempty"`
+	Mode    string      `json:"mode,omitempty"` // absent: ModeExclusive
+}
+
+// The modes of a hold: an acquire's "mode", and a lease's or a lock's.
+const (
+	ModeExclusive = "exclusive"
+	ModeShared    = "shared"
+)
+
+// modeOf is the mode member of a shared hold, absent (exclusive) otherwise.
+func modeOf(shared bool) string {
+	if shared {
+		return ModeShared
+	}
+	return ""
 }
 
 // SessionRef names a session (fence.SessionRef): the lease on its
@@ -82,13 +98,15 @@ type AcquireAllResponse struct {
 // RenewRequest is the body of POST /v1/locks/{resource}/renew. TTLMS 0 keeps
 // the lease's TTL.
 type RenewRequest struct {
-	Token fence.Token `json:"token"`
-	TTLMS int64       `json:"ttl_ms,omitempty"`
+	Token  fence.Token `json:"token"`
+	TTLMS  int64       `json:"ttl_ms,omitempty"`
+	Holder string      `json:"holder,omitempty"` // required for a shared hold
 }
 
 // ReleaseRequest is the body of POST /v1/locks/{resource}/release.
 type ReleaseRequest struct {
-	Token fence.Token `json:"token"`
+	Token  fence.Token `json:"token"`
+	Holder string      `json:"holder,omitempty"` // required for a shared hold
 }
 
 // Lease is the answer to acquire and renew.
@@ -100,6 +118,7 @@ type Lease struct {
 	ExpiresAt string      `json:"expires_at"`
 	Sequencer string      `json:"sequencer,omitempty"` // absent when the server signs nothing
 	Session   *SessionRef `json:"session,omitempty"`   // absent for a lease of its own
+	Mode      string      `json:"mode,omitempty"`      // ModeShared for a shared hold; absent for an exclusive lease
 }
 
 // NewLease is the answer for l, a lease on resource.
@@ -112,6 +131,7 @@ func NewLease(resource string, l fence.Lease) Lease {
 		ExpiresAt: Timestamp(l.Expires),
 		Sequencer: l.Sequencer,
 		Session:   NewSessionRef(l.Session),
+		Mode:      modeOf(l.Shared),
 	}
 }
 
@@ -122,7 +142,8 @@ func (l Lease) Decode() (fence.Lease, error) {
 		return fence.Lease{}, fmt.Errorf("lease expires_at: %w", err)
 	}
 	return fence.Lease{Resource: l.Resource, Holder: l.Holder, Token: l.Token,
-		TTL: time.Duration(l.TTLMS) * time.Millisecond, Expires: exp, Sequencer: l.Sequencer, Session: l.Session.Decode()}, nil
+		TTL: time.Duration(l.TTLMS) * time.Millisecond, Expires: exp, Sequencer: l.Sequencer, Session: l.Session.Decode(),
+		Shared: l.Mode == ModeShared}, nil
 }
 
 // ReleaseResponse is the answer to release.
@@ -158,6 +179,18 @@ type LockStatus struct {
 	ExpiresAt string      `json:"expires_at,omitempty"`
 	LastToken fence.Token `json:"last_token"`
 	Session   *SessionRef `json:"session,omitempty"` // the held lease's, if it is in one
+	Mode      string      `json:"mode,omitempty"`    // ModeShared while a shared group holds it (Holder then absent)
+	Holders   []string    `json:"holders,omitempty"` // the shared group's holders, in byte order
+}
+
+// NewLockStatus is the answer for st.
+func NewLockStatus(st fence.LockStatus) LockStatus {
+	resp := LockStatus{Resource: st.Resource, Held: st.Held, LastToken: st.LastToken}
+	if st.Held {
+		resp.Holder, resp.Token, resp.ExpiresAt, resp.Session = st.Holder, st.Token, Timestamp(st.Expires), NewSessionRef(st.Session)
+		resp.Mode, resp.Holders = modeOf(st.Shared), st.Holders
+	}
+	return resp
 }
 
 // DefaultListLimit is the locks GET /v1/locks returns without a limit.
@@ -178,6 +211,14 @@ type ListedLock struct {
 	ExpiresAt string      `json:"expires_at"`
 	Waiters   int         `json:"waiters"`
 	Session   *SessionRef `json:"session,omitempty"` // the lease's, if it is in one
+	Mode      string      `json:"mode,omitempty"`    // ModeShared for a shared group ("holder" is then "")
+	Holders   []string    `json:"holders,omitempty"` // the shared group's holders, in byte order
+}
+
+// NewListedLock is the listing of l, a held lock.
+func NewListedLock(l fence.LockStatus) ListedLock {
+	return ListedLock{Resource: l.Resource, Holder: l.Holder, Token: l.Token, ExpiresAt: Timestamp(l.Expires),
+		Waiters: l.Waiters, Session: NewSessionRef(l.Session), Mode: modeOf(l.Shared), Holders: l.Holders}
 }
 
 // PutResponse is the answer to PUT /v1/kv/{resource}/{key}.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -87,7 +88,7 @@ func TestEncodeChanges_RoundTrip(t *testing.T) {
 	if err := decodeOps(encodeChanges(nil, c), r); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.resources) != 2 || r.resources["orders"] != c.Resources["orders"] || r.resources["idle"] != c.Resources["idle"] {
+	if len(r.resources) != 2 || !reflect.DeepEqual(r.resources["orders"], c.Resources["orders"]) || !reflect.DeepEqual(r.resources["idle"], c.Resources["idle"]) {
 		t.Fatalf("resources %+v", r.resources)
 	}
 	e := r.entries[state.EntryID{Resource: "orders", Key: "a/b"}]

@@ -46,7 +46,9 @@ CREATE TABLE IF NOT EXISTS fence_resources (
 	owner_token bigint NOT NULL DEFAULT 0,
 	session       text NOT NULL DEFAULT '',
 	session_token bigint NOT NULL DEFAULT 0,
-	session_lease bigint NOT NULL DEFAULT 0
+	session_lease bigint NOT NULL DEFAULT 0,
+	shared_holders bytea NOT NULL DEFAULT '',
+	shared_lease   bigint NOT NULL DEFAULT 0
 );
 DO $$ BEGIN
 	IF NOT EXISTS (SELECT 1 FROM information_schema.columns
@@ -59,6 +61,11 @@ DO $$ BEGIN
 		ALTER TABLE fence_resources ADD COLUMN IF NOT EXISTS session text NOT NULL DEFAULT '',
 			ADD COLUMN IF NOT EXISTS session_token bigint NOT NULL DEFAULT 0,
 			ADD COLUMN session_lease bigint NOT NULL DEFAULT 0;
+	END IF;
+	IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = 'fence_resources' AND column_name = 'shared_lease') THEN
+		ALTER TABLE fence_resources ADD COLUMN IF NOT EXISTS shared_holders bytea NOT NULL DEFAULT '',
+			ADD COLUMN shared_lease bigint NOT NULL DEFAULT 0;
 	END IF;
 END $$;
 CREATE TABLE IF NOT EXISTS fence_entries (
@@ -320,7 +327,8 @@ func (s *Store) Load(ctx context.Context, fn func(name string, r state.Resource)
 		rows, err := tx.Query(ctx, `SELECT name, last_token, last_fence, lease_token, holder, ttl_ns, expires_ns, delay_ns,
 			CASE WHEN owner_token = lease_token THEN owner ELSE '' END,
 			CASE WHEN session_lease = lease_token THEN session ELSE '' END,
-			CASE WHEN session_lease = lease_token THEN session_token ELSE 0 END FROM fence_resources`)
+			CASE WHEN session_lease = lease_token THEN session_token ELSE 0 END,
+			CASE WHEN shared_lease = lease_token THEN shared_holders ELSE '' END FROM fence_resources`)
 		if err != nil {
 			return err
 		}
@@ -329,8 +337,12 @@ func (s *Store) Load(ctx context.Context, fn func(name string, r state.Resource)
 			var name string
 			var r state.Resource
 			var lastToken, lastFence, leaseToken, ttl, delay, sessionToken int64
-			if err := rows.Scan(&name, &lastToken, &lastFence, &leaseToken, &r.Holder, &ttl, &r.Expires, &delay, &r.Owner, &r.Session, &sessionToken); err != nil {
+			var members []byte
+			if err := rows.Scan(&name, &lastToken, &lastFence, &leaseToken, &r.Holder, &ttl, &r.Expires, &delay, &r.Owner, &r.Session, &sessionToken, &members); err != nil {
 				return err
+			}
+			if r.Members, err = state.DecodeMembers(members); err != nil {
+				return fmt.Errorf("resource %q: %w", name, err)
 			}
 			r.LastToken, r.LastFence, r.LeaseToken = fence.Token(lastToken), fence.Token(lastFence), fence.Token(leaseToken)
 			r.SessionToken = fence.Token(sessionToken)
@@ -380,25 +392,32 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 		names := make([]string, 0, n)
 		var lastToken, lastFence, leaseToken, ttl, expires, delay, sessionTokens []int64
 		holders, owners, sessions := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		members := make([][]byte, 0, n)
 		for name, r := range c.Resources {
+			m := state.EncodeMembers(r.Members)
+			if m == nil {
+				m = []byte{} // none, not NULL
+			}
+			members = append(members, m)
 			names, holders, owners = append(names, name), append(holders, r.Holder), append(owners, r.Owner)
 			sessions, sessionTokens = append(sessions, r.Session), append(sessionTokens, int64(r.SessionToken))
 			lastToken, lastFence, leaseToken = append(lastToken, int64(r.LastToken)), append(lastFence, int64(r.LastFence)), append(leaseToken, int64(r.LeaseToken))
 			ttl, expires, delay = append(ttl, int64(r.TTL)), append(expires, r.Expires), append(delay, int64(r.Delay))
 		}
-		// owner_token and session_lease say which lease owner and session
-		// belong to: a server older than owners or sessions changes the
-		// lease and leaves them as they were, which Load then ignores.
+		// owner_token, session_lease and shared_lease say which lease owner,
+		// session and shared holders belong to: a server older than them
+		// changes the lease and leaves them as they were, which Load then
+		// ignores.
 		b.Queue(`INSERT INTO fence_resources (name, last_token, last_fence, lease_token, holder, ttl_ns, expires_ns, delay_ns, owner, owner_token,
-				session, session_token, session_lease)
-			SELECT n, lt, lf, le, h, tt, ex, de, o, le, s, st, le FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::bigint[])
-				AS u(n, lt, lf, le, h, tt, ex, de, o, s, st)
+				session, session_token, session_lease, shared_holders, shared_lease)
+			SELECT n, lt, lf, le, h, tt, ex, de, o, le, s, st, le, sh, le FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::bytea[])
+				AS u(n, lt, lf, le, h, tt, ex, de, o, s, st, sh)
 			ON CONFLICT (name) DO UPDATE SET last_token = EXCLUDED.last_token, last_fence = EXCLUDED.last_fence,
 				lease_token = EXCLUDED.lease_token, holder = EXCLUDED.holder, ttl_ns = EXCLUDED.ttl_ns,
 				expires_ns = EXCLUDED.expires_ns, delay_ns = EXCLUDED.delay_ns, owner = EXCLUDED.owner,
 				owner_token = EXCLUDED.owner_token, session = EXCLUDED.session, session_token = EXCLUDED.session_token,
-				session_lease = EXCLUDED.session_lease`,
-			names, lastToken, lastFence, leaseToken, holders, ttl, expires, delay, owners, sessions, sessionTokens)
+				session_lease = EXCLUDED.session_lease, shared_holders = EXCLUDED.shared_holders, shared_lease = EXCLUDED.shared_lease`,
+			names, lastToken, lastFence, leaseToken, holders, ttl, expires, delay, owners, sessions, sessionTokens, members)
 	}
 	var putRes, putKeys, delRes, delKeys []string
 	var putRevs, putTokens []int64
