@@ -234,8 +234,8 @@ func statusCmd(ctx context.Context, args []string, std stdio) error {
 	text := fmt.Sprintf("%s: free, last token %d", st.Resource, st.LastToken)
 	if st.Held {
 		j["holder"], j["token"], j["expires_at"] = st.Holder, st.Token, st.Expires.UTC().Format(time.RFC3339Nano)
-		text = fmt.Sprintf("%s: held by %s with token %d until %s, last token %d",
-			st.Resource, st.Holder, st.Token, st.Expires.UTC().Format(time.RFC3339Nano), st.LastToken)
+		text = fmt.Sprintf("%s: held %s with token %d until %s, last token %d",
+			st.Resource, heldBy(j, st), st.Token, st.Expires.UTC().Format(time.RFC3339Nano), st.LastToken)
 		if ref := st.Session; !ref.IsZero() {
 			j["session"] = map[string]any{"resource": ref.Resource, "token": ref.Token}
 			text += fmt.Sprintf(", in session %s (token %d)", ref.Resource, ref.Token)
@@ -283,14 +283,15 @@ func lsCmd(ctx context.Context, args []string, std stdio) error {
 	for _, l := range all {
 		m := map[string]any{"resource": l.Resource, "holder": l.Holder, "token": l.Token,
 			"expires_at": l.Expires.UTC().Format(time.RFC3339Nano), "waiters": l.Waiters}
+		by := heldBy(m, l)
 		in := ""
 		if ref := l.Session; !ref.IsZero() {
 			m["session"] = map[string]any{"resource": ref.Resource, "token": ref.Token}
 			in = "\tin session " + ref.Resource
 		}
 		j = append(j, m)
-		fmt.Fprintf(&text, "%s\theld by %s\ttoken %d\texpires in %s\t%d waiting%s\n",
-			l.Resource, l.Holder, l.Token, l.Expires.Sub(now).Round(time.Millisecond), l.Waiters, in)
+		fmt.Fprintf(&text, "%s\theld %s\ttoken %d\texpires in %s\t%d waiting%s\n",
+			l.Resource, by, l.Token, l.Expires.Sub(now).Round(time.Millisecond), l.Waiters, in)
 	}
 	if len(all) == 0 {
 		text.WriteString("no lock held")
@@ -556,4 +557,15 @@ func txnCmd(ctx context.Context, args []string, std stdio) error {
 		return apiWriteError(err)
 	}
 	return c.print(map[string]any{"revision": rev}, "revision "+strconv.FormatUint(uint64(rev), 10))
+}
+
+// heldBy says who holds a lock: "by HOLDER", or "shared by A, B" for a
+// shared group, whose mode and holders it adds to j, the JSON output.
+func heldBy(j map[string]any, st fence.LockStatus) string {
+	if !st.Shared {
+		return "by " + st.Holder
+	}
+	j["mode"], j["holders"] = "shared", st.Holders
+	delete(j, "holder")
+	return "shared by " + strings.Join(st.Holders, ", ")
 }

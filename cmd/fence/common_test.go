@@ -130,6 +130,21 @@ func TestLsCmd(t *testing.T) {
 	if code := run(t.Context(), []string{"status", "--addr", url, "in/x"}, stdio{nil, &out, io.Discard}); code != 0 || !strings.Contains(out.String(), fmt.Sprintf(", in session .session/s (token %d)", sess.Token)) {
 		t.Fatalf("fence status in/x: %d %q", code, out.String())
 	}
+	// A shared group says who shares it.
+	for _, h := range []string{"r2", "r1"} {
+		if _, err := c.AcquireShared(t.Context(), "doc", h, time.Minute, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"ls", "--addr", url, "doc"}, stdio{nil, &out, io.Discard}); code != 0 || !strings.HasPrefix(out.String(), "doc\theld shared by r1, r2\t") {
+		t.Fatalf("fence ls doc: %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"status", "--addr", url, "doc", "-o", "json"}, stdio{nil, &out, io.Discard}); code != 0 ||
+		!strings.Contains(out.String(), `"holders":["r1","r2"]`) || !strings.Contains(out.String(), `"mode":"shared"`) || strings.Contains(out.String(), `"holder"`) {
+		t.Fatalf("fence status doc -o json: %d %q", code, out.String())
+	}
 }
 
 func TestWatchCmd(t *testing.T) {

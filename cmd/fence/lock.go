@@ -18,7 +18,7 @@ import (
 	"github.com/fence-lock/fence/client"
 )
 
-const lockSynopsis = `fence lock RESOURCE [RESOURCE...] [--ttl 10s] [--wait D] [--holder ID] [--limit N | --handover] [--kill-grace 5s] [--conflict-exit-code 3] [--quiet] -- CMD [ARGS...]
+const lockSynopsis = `fence lock RESOURCE [RESOURCE...] [--ttl 10s] [--wait D] [--holder ID] [--limit N | --shared | --handover] [--kill-grace 5s] [--conflict-exit-code 3] [--quiet] -- CMD [ARGS...]
 
 Acquires the lock on RESOURCE and runs CMD in its own process group, with
 FENCE_TOKEN, FENCE_RESOURCE, FENCE_HOLDER and FENCE_ADDR in its environment
@@ -52,6 +52,13 @@ command that paused past its TTL is fenced while the other permits' commands
 write on. Every fence lock on RESOURCE must give the same N while any permit
 is held; another N is refused.
 
+With --shared, fence lock holds RESOURCE shared (a read lock): any number
+of fence lock --shared run at once, and none beside a fence lock without
+it. They share one FENCE_TOKEN, which the next exclusive holder's token is
+above: what they still write after it is fenced. A fence lock waiting for
+RESOURCE exclusively stops new --shared ones, so that readers never starve
+a writer.
+
 With several RESOURCEs, fence lock takes all of their locks at once, in one
 change, or none: CMD gets FENCE_TOKENS="R1=T1 R2=T2 ..." (in the order given)
 instead of FENCE_RESOURCE and FENCE_TOKEN, and waiting for them never
@@ -69,6 +76,8 @@ const lockExamples = `  fence lock nightly-report -- ./make-report.sh --full
   */5 * * * * fence lock --addr fence:7700 --quiet --conflict-exit-code 0 billing -- /usr/local/bin/bill
   # at most 4 encoders at once across the fleet, each one's writes fenced on its own
   fence lock encoders --limit 4 --wait 10m -- sh -c 'fence put "$FENCE_RESOURCE" job "$JOB"'
+  # many readers at once, no writer beside them
+  fence lock catalog --shared --wait 1m -- ./export-catalog.sh
   # both ledgers at once, or neither
   fence lock ledger-eu ledger-us --wait 30s -- ./reconcile.sh
   # one active worker; a rolling restart hands over with no gap
@@ -92,6 +101,7 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		conflictCode int
 		quiet        bool
 		handover     bool
+		shared       bool
 		limit        int
 	)
 	fs := newFlagSet("lock", lockSynopsis, lockExamples, std.out)
@@ -105,6 +115,7 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&conflictCode, "conflict-exit-code", exitNotHeld, "exit `code` (0-255) when another holder has the lock for all of --wait")
 	fs.BoolVar(&quiet, "quiet", false, "print nothing when another holder has the lock (cron mails what a job prints)")
 	fs.BoolVar(&handover, "handover", false, "on SIGTERM, hand the lease to the next waiter before the command gets the signal")
+	fs.BoolVar(&shared, "shared", false, "hold RESOURCE shared (a read lock), beside other --shared holders and no exclusive one")
 	fs.IntVar(&limit, "limit", 0, fmt.Sprintf("hold one of `N` (1-%d) permits of the semaphore RESOURCE rather than its lock (0: the lock)", fence.MaxPermits))
 	positional, command, dashdash, err := parseArgs(fs, args)
 	if err != nil {
@@ -115,8 +126,8 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		return wantArgs("lock", positional, "RESOURCE")
 	case len(positional) > fence.MaxMultiAcquire:
 		return &usageError{fmt.Errorf("lock: %d resources: at most %d at once", len(positional), fence.MaxMultiAcquire)}
-	case len(positional) > 1 && (limit > 0 || handover):
-		return &usageError{errors.New("lock: --limit and --handover take one RESOURCE")}
+	case len(positional) > 1 && (limit > 0 || handover || shared):
+		return &usageError{errors.New("lock: --limit, --shared and --handover take one RESOURCE")}
 	case !dashdash || len(command) == 0:
 		return &usageError{errors.New("lock: put '--' and the command to run after RESOURCE and the flags")}
 	case killGrace < 0:
@@ -127,6 +138,8 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		return &usageError{fmt.Errorf("lock: --limit %d: want 1 to %d (0, the default: the lock)", limit, fence.MaxPermits)}
 	case limit > 0 && handover:
 		return &usageError{errors.New("lock: --handover hands over a lock, not a permit: drop --limit or --handover")}
+	case shared && (limit > 0 || handover):
+		return &usageError{errors.New("lock: --shared takes neither --limit (permits are exclusive) nor --handover (a shared hold is not handed over)")}
 	}
 	for _, r := range positional {
 		if len(positional) > 1 && strings.ContainsFunc(r, unicode.IsSpace) {
@@ -175,6 +188,9 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 	}
 	if limit > 0 {
 		opts = append(opts, fence.WithLimit(limit))
+	}
+	if shared {
+		opts = append(opts, fence.WithShared())
 	}
 	var leases heldLeases
 	if len(positional) == 1 {

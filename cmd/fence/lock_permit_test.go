@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -125,5 +126,44 @@ func TestLock_SeveralOneLost(t *testing.T) {
 	}
 	if st, err := c.Status(t.Context(), "x"); err != nil || st.Held {
 		t.Fatalf("x after fence lock stopped: %+v, %v; want it released", st, err)
+	}
+}
+
+// TestLock_Shared runs commands under a shared hold: beside another shared
+// holder the command gets the group's token; beside an exclusive one it
+// exits with the conflict code; --shared beside --limit, --handover or
+// several names is refused.
+func TestLock_Shared(t *testing.T) {
+	url := fencetest.NewServer(t, nil)
+	c, err := client.NewAPI(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := c.AcquireShared(t.Context(), "catalog", "other", time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runFence(t.Context(), "", "lock", "catalog", "--addr", url, "--shared", "--",
+		"sh", "-c", `echo "$FENCE_RESOURCE $FENCE_TOKEN"`)
+	if want := fmt.Sprintf("catalog %d\n", reader.Token); code != 0 || stdout != want {
+		t.Fatalf("fence lock --shared beside a reader: exit %d, stdout %q, stderr %q; want %q", code, stdout, stderr, want)
+	}
+	if code, _, stderr := runFence(t.Context(), "", "lock", "catalog", "--addr", url, "--", "echo", "ran"); code != exitNotHeld {
+		t.Fatalf("fence lock beside a reader: exit %d, stderr %q; want %d", code, stderr, exitNotHeld)
+	}
+	if err := c.ReleaseShared(t.Context(), "catalog", "other", reader.Token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Acquire(t.Context(), "catalog", "writer", time.Minute, 0); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, _ := runFence(t.Context(), "", "lock", "catalog", "--addr", url, "--shared", "--", "echo", "ran"); code != exitNotHeld || stdout != "" {
+		t.Fatalf("fence lock --shared beside a writer: exit %d, stdout %q; want %d", code, stdout, exitNotHeld)
+	}
+	for _, args := range [][]string{{"catalog", "--shared", "--limit", "2"}, {"catalog", "--shared", "--handover"}, {"a", "b", "--shared"}} {
+		args = append(append([]string{"lock"}, args...), "--addr", url, "--", "echo", "ran")
+		if code, _, _ := runFence(t.Context(), "", args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
+		}
 	}
 }
