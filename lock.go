@@ -35,6 +35,14 @@ type Lease struct {
 	// Shared reports a shared hold (see SharedAcquirer): Holder is one of
 	// the group that holds the resource at once, and Token the group's.
 	Shared bool
+	// RevokeAt is when the lock service revokes the lease because a
+	// caller asked its holder to let go (RevokeRequester): the holder
+	// should release it before then. Zero if nobody asked.
+	RevokeAt time.Time
+	// RevokeGrace is the grace that the request gave, from when it was
+	// made; a restore gives it again in full, from the restore, as it does
+	// the TTL. Zero if nobody asked.
+	RevokeGrace time.Duration
 }
 
 // LockStatus describes a resource's lock.
@@ -52,6 +60,10 @@ type LockStatus struct {
 	// Token is the group's and Expires the latest of their expiries.
 	Shared  bool
 	Holders []string
+	// RevokeAt is when the lock service revokes the lease, which a caller
+	// asked its holder to let go of (RevokeRequester); only while held,
+	// zero if nobody asked.
+	RevokeAt time.Time
 }
 
 // MaxListLimit is the most locks one Lister.List returns.
@@ -171,6 +183,11 @@ type Ledger interface {
 	// with its last holder) and returns the resource's last fence. It
 	// changes nothing when holder is not in that group.
 	EndShare(ctx context.Context, resource string, token Token, holder string) (lastFence Token, err error)
+	// RequestRevoke records that the lease (or shared group) with token is
+	// to be revoked grace after the request, which a restore gives again
+	// in full; Leases returns it as the lease's RevokeGrace. It returns
+	// *LeaseLostError if token is not the recorded lease.
+	RequestRevoke(ctx context.Context, resource string, token Token, grace time.Duration) error
 	// Revoke ends the recorded lease, if any, and issues the next token
 	// straight into the resource's last fence, without a lease, so that
 	// every holder of an older token is fenced at once. It returns the new
@@ -184,6 +201,23 @@ type Ledger interface {
 type LockDelay struct {
 	Resource string
 	Delay    time.Duration
+}
+
+// RevokeRequester is implemented by Lockers whose holders can be asked to
+// let go (cooperative revocation). Implementations are safe for concurrent
+// use.
+//
+// RequestRevoke asks the holder of resource to release it within grace
+// (MinTTL..MaxTTL): the request is recorded with the lease and its holder
+// learns of it (the lease's RevokeAt, on its next renewal, and a
+// RevokeRequested event), and if the same lease still holds the resource at
+// the deadline, the lock service revokes it as Revoke does, fencing its
+// holder. A second request keeps the earlier deadline. It returns the lease
+// asked, with RevokeAt set; on a free resource it revokes at once and
+// returns a zero Lease and the revoke's result. It wraps ErrBadRequest for
+// a bad name or grace; any other error leaves the outcome unknown.
+type RevokeRequester interface {
+	RequestRevoke(ctx context.Context, resource string, grace time.Duration) (Lease, RevokeResult, error)
 }
 
 // RevokeResult is the outcome of a revoke.

@@ -38,8 +38,9 @@ type Session struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu       sync.Mutex // guards lease.Expires and deadline
-	deadline time.Time  // local: the lease is surely held before it
+	mu       sync.Mutex    // guards lease.Expires, lease.RevokeAt and deadline
+	deadline time.Time     // local: the lease is surely held before it
+	revokeC  chan struct{} // closed once the server says a revoke was requested (lease.RevokeAt set)
 
 	endMu    sync.Mutex  // serializes Release and Transfer; guards stopped and the loop's restart
 	stopped  bool        // the keepalive loop has been told to stop
@@ -193,7 +194,10 @@ func newSessionConfig(ctx context.Context, opts []SessionOption) (sessionConfig,
 
 // startSession keeps l, granted by a request sent at sent, alive.
 func startSession(ctx context.Context, locker Locker, l Lease, c sessionConfig, sent time.Time) (*Session, error) {
-	s := &Session{locker: locker, lease: l, margin: c.margin}
+	s := &Session{locker: locker, lease: l, margin: c.margin, revokeC: make(chan struct{})}
+	if !l.RevokeAt.IsZero() {
+		close(s.revokeC) // joined a shared group asked to let go already
+	}
 	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.newLoop()
 	s.deadline = sent.Add(l.TTL - c.margin)
@@ -263,6 +267,22 @@ func (s *Session) Lease() Lease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lease
+}
+
+// RevokeRequested returns a channel that is closed once the lock service
+// has said that a caller asked the holder to let go (cooperative
+// revocation, fence.RevokeRequester): the lease is revoked at RevokeAt
+// unless it is released before. The session learns it from a renewal, so
+// within about a third of the TTL of the request; a watch of the resource
+// (revoke_requested) learns it at once.
+func (s *Session) RevokeRequested() <-chan struct{} { return s.revokeC }
+
+// RevokeAt returns when the lock service revokes the lease, as it last
+// said; zero if nobody asked the holder to let go.
+func (s *Session) RevokeAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lease.RevokeAt
 }
 
 // Done returns a channel that is closed when the lease ends: lost, expired
@@ -415,6 +435,12 @@ func (s *Session) renew(ctx context.Context, until time.Time) error {
 	s.mu.Lock()
 	s.lease.Expires = l.Expires
 	s.deadline = sent.Add(s.lease.TTL - s.margin)
+	if !l.RevokeAt.IsZero() && s.lease.RevokeAt.IsZero() {
+		s.lease.RevokeAt, s.lease.RevokeGrace = l.RevokeAt, l.RevokeGrace
+		close(s.revokeC)
+	} else if !l.RevokeAt.IsZero() {
+		s.lease.RevokeAt = l.RevokeAt
+	}
 	s.mu.Unlock()
 	return nil
 }

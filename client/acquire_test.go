@@ -102,3 +102,35 @@ func TestClient_Shared(t *testing.T) {
 		t.Fatalf("a reader's write after the writer's grant: %v, want fenced", err)
 	}
 }
+
+// TestClient_RevokeRequested asks a lease's holder to let go: the lease's
+// RevokeRequested closes on its next renewal, with RevokeAt the deadline;
+// released before it, the resource is free and nothing is revoked.
+func TestClient_RevokeRequested(t *testing.T) {
+	c, err := client.New(fencetest.NewServer(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Acquire(t.Context(), "job", fence.WithTTL(600*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked, _, err := c.API().RequestRevoke(t.Context(), "job", time.Minute)
+	if err != nil || asked.Token != l.Token() {
+		t.Fatalf("RequestRevoke=%+v, %v", asked, err)
+	}
+	select {
+	case <-l.RevokeRequested():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lease never learned of the request")
+	}
+	if !l.RevokeAt().Equal(asked.RevokeAt) {
+		t.Fatalf("RevokeAt=%s, want %s", l.RevokeAt(), asked.RevokeAt)
+	}
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.Status(t.Context(), "job"); err != nil || st.Held || st.LastToken != l.Token() {
+		t.Fatalf("after the release: %+v, %v; want free, nothing revoked", st, err)
+	}
+}

@@ -584,6 +584,34 @@ func (c *API) Revoke(ctx context.Context, resource string) (fence.RevokeResult, 
 	return fence.RevokeResult{Resource: ra.Resource, Revoked: ra.RevokedToken, LastFence: ra.LastFence}, nil
 }
 
+var _ fence.RevokeRequester = (*API)(nil)
+
+// RequestRevoke implements fence.RevokeRequester with POST
+// /v1/locks/{resource}/revoke and grace_ms. It is sent once, as Revoke is.
+func (c *API) RequestRevoke(ctx context.Context, resource string, grace time.Duration) (fence.Lease, fence.RevokeResult, error) {
+	var ans struct { // a 202's members (wire.RevokeAsked), or a 200's (wire.RevokeResponse)
+		Holder       string      `json:"holder"`
+		Token        fence.Token `json:"token"`
+		RevokeAt     string      `json:"revoke_at"`
+		Mode         string      `json:"mode"`
+		RevokedToken fence.Token `json:"revoked_token"`
+		LastFence    fence.Token `json:"last_fence"`
+	}
+	body := jsonBody(wire.RevokeRequest{GraceMS: grace.Milliseconds()})
+	if err := c.doJSON(ctx, send(wire.OpRevokeLock, resource, "", request{body: body}), &ans); err != nil {
+		return fence.Lease{}, fence.RevokeResult{}, err
+	}
+	if ans.RevokeAt == "" {
+		return fence.Lease{}, fence.RevokeResult{Resource: resource, Revoked: ans.RevokedToken, LastFence: ans.LastFence}, nil
+	}
+	at, err := wire.ParseTimestamp(ans.RevokeAt)
+	if err != nil {
+		return fence.Lease{}, fence.RevokeResult{}, fmt.Errorf("client: revoke_at: %w", err)
+	}
+	return fence.Lease{Resource: resource, Holder: ans.Holder, Token: ans.Token, RevokeAt: at, RevokeGrace: grace,
+		Shared: ans.Mode == wire.ModeShared}, fence.RevokeResult{}, nil
+}
+
 // condHeader returns the Fencing-Token and condition headers of a write.
 func condHeader(token fence.Token, cond fence.Cond) http.Header {
 	h := http.Header{}

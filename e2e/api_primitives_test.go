@@ -224,3 +224,28 @@ func testAPIShared(t *testing.T, newService newServiceFunc) {
 		t.Fatalf("r3 joined with token %d, want the group's %d", r3, d)
 	}
 }
+
+// testAPIRevokeRequested asks a holder to let go through the API: 202
+// with the deadline; renewals and status carry revoke_at; at the deadline
+// the lease is revoked and its token fenced; a free resource is revoked at
+// once.
+func testAPIRevokeRequested(t *testing.T, newService newServiceFunc) {
+	url, _ := newService(t)
+	tok := apiAcquire(t, url, "asked", "a", 60000)
+	r := apiDo(t, "POST", url+"/v1/locks/asked/revoke", []byte(`{"grace_ms":1500}`), nil)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("revoke with grace_ms: %s, want 202", r)
+	}
+	m := r.members(t)
+	apiMembers(t, "202", m, map[string]any{"resource": "asked", "holder": "a", "token": tok, "revoke_at": apiExpiresIn(1500 * time.Millisecond)})
+	apiOK(t, apiDo(t, "POST", url+"/v1/locks/asked/renew", fmt.Appendf(nil, `{"token":%d}`, tok), nil), map[string]any{"resource": "asked",
+		"holder": "a", "token": tok, "ttl_ms": 60000, "expires_at": apiExpiresIn(time.Minute), "revoke_at": m["revoke_at"].(string)})
+	apiOK(t, apiDo(t, "GET", url+"/v1/locks/asked", nil, nil), map[string]any{"resource": "asked", "held": true, "holder": "a", "token": tok,
+		"expires_at": apiExpiresIn(time.Minute), "last_token": tok, "revoke_at": m["revoke_at"].(string)})
+	time.Sleep(2 * time.Second)
+	apiProblem(t, apiDo(t, "PUT", url+"/v1/kv/asked/k", []byte("late"), apiTok(tok)), http.StatusConflict, "fenced",
+		map[string]any{"resource": "asked", "presented": tok, "last_fence": tok + 1})
+	apiOK(t, apiDo(t, "POST", url+"/v1/locks/free-asked/revoke", []byte(`{"grace_ms":1000}`), nil),
+		map[string]any{"resource": "free-asked", "revoked_token": 0, "last_fence": 1})
+	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/asked/revoke", []byte(`{"grace_ms":5}`), nil), http.StatusBadRequest, "bad_request", nil)
+}

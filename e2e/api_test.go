@@ -351,6 +351,7 @@ func TestAPI(t *testing.T) {
 		{"AcquireAll", testAPIAcquireAll},
 		{"Sessions", testAPISessions},
 		{"Shared", testAPIShared},
+		{"RevokeRequested", testAPIRevokeRequested},
 	}
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {

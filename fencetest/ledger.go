@@ -30,6 +30,7 @@ func TestLedger(t *testing.T, open func(t *testing.T) Backend) {
 	t.Run("Owner", func(t *testing.T) { testOwner(t, open) })
 	t.Run("Session", func(t *testing.T) { testSession(t, open) })
 	t.Run("Shared", func(t *testing.T) { testShared(t, open) })
+	t.Run("RequestRevoke", func(t *testing.T) { testRequestRevoke(t, open) })
 	t.Run("LastToken", func(t *testing.T) { testLastToken(t, open) })
 	t.Run("Floor", func(t *testing.T) { testFloor(t, open) })
 }
@@ -114,8 +115,8 @@ func wantLeases(t *testing.T, b Backend, want ...fence.Lease) {
 func leaseStrings(ls []fence.Lease) []string {
 	s := make([]string, len(ls))
 	for i, l := range ls {
-		s[i] = fmt.Sprintf("{%s holder=%s owner=%q token=%d ttl=%s expires=%d session=%s@%d shared=%v}", l.Resource, l.Holder, l.Owner, l.Token, l.TTL, l.Expires.UnixNano(),
-			l.Session.Resource, l.Session.Token, l.Shared)
+		s[i] = fmt.Sprintf("{%s holder=%s owner=%q token=%d ttl=%s expires=%d session=%s@%d shared=%v revoke=%s}", l.Resource, l.Holder, l.Owner, l.Token, l.TTL, l.Expires.UnixNano(),
+			l.Session.Resource, l.Session.Token, l.Shared, l.RevokeGrace)
 	}
 	sort.Strings(s)
 	return s

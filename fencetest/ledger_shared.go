@@ -132,3 +132,55 @@ func testShared(t *testing.T, open func(t *testing.T) Backend) {
 		}
 	})
 }
+
+// testRequestRevoke checks that a revoke requested of a lease is recorded
+// with it, the shortest grace standing, kept by a refresh and gone with the
+// lease; a stale token's request changes nothing; a group takes one too.
+func testRequestRevoke(t *testing.T, open func(t *testing.T) Backend) {
+	b := open(t)
+	ctx := t.Context()
+	tok := grantAt(t, b, "r", "A", time.Second, expires1)
+	lease := fence.Lease{Resource: "r", Holder: "A", Token: tok, TTL: time.Second, Expires: expires1}
+	if err := b.RequestRevoke(ctx, "r", tok, 5*time.Second); err != nil {
+		t.Fatalf("RequestRevoke: %v", err)
+	}
+	if err := b.RequestRevoke(ctx, "r", tok, time.Minute); err != nil {
+		t.Fatalf("RequestRevoke again: %v", err)
+	}
+	if _, err := b.Refresh(ctx, "r", tok, time.Second, expires2); err != nil {
+		t.Fatal(err)
+	}
+	lease.Expires, lease.RevokeGrace = expires2, 5*time.Second
+	wantLeases(t, b, lease)
+	var lost *fence.LeaseLostError
+	if err := b.RequestRevoke(ctx, "r", tok+1, time.Second); !errors.As(err, &lost) || lost.Current != tok {
+		t.Fatalf("RequestRevoke of a token not granted: %v, want lease_lost (current %d)", err, tok)
+	}
+	wantLeases(t, b, lease)
+	// The next lease starts with none.
+	next, _, err := b.Handoff(ctx, "r", tok, "B", time.Second, expires1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLeases(t, b, fence.Lease{Resource: "r", Holder: "B", Token: next, TTL: time.Second, Expires: expires1})
+	if _, err := b.End(ctx, "r", next); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RequestRevoke(ctx, "r", next, time.Second); !errors.As(err, &lost) {
+		t.Fatalf("RequestRevoke of an ended lease: %v, want lease_lost", err)
+	}
+	// A shared group's request is each holder's.
+	g, err := b.Share(ctx, "g", "R1", 0, time.Second, expires1)
+	if err == nil {
+		_, err = b.Share(ctx, "g", "R2", g, time.Second, expires1)
+	}
+	if err == nil {
+		err = b.RequestRevoke(ctx, "g", g, 2*time.Second)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLeases(t, b,
+		fence.Lease{Resource: "g", Holder: "R1", Token: g, TTL: time.Second, Expires: expires1, Shared: true, RevokeGrace: 2 * time.Second},
+		fence.Lease{Resource: "g", Holder: "R2", Token: g, TTL: time.Second, Expires: expires1, Shared: true, RevokeGrace: 2 * time.Second})
+}

@@ -98,8 +98,11 @@ func testTakeover(t *testing.T, newStore func(t *testing.T) ReplicatedStore, uns
 	if err == nil {
 		_, err = dbA.Share(ctx, "readers", "R2", readers, testTTL, time.Now().Add(testTTL))
 	}
+	if err == nil {
+		err = dbA.RequestRevoke(ctx, "owned", owned, 7*time.Second)
+	}
 	if err != nil {
-		t.Fatalf("Share: %v", err)
+		t.Fatalf("Share, RequestRevoke: %v", err)
 	}
 
 	st.EndLeadership(t)
@@ -115,8 +118,9 @@ func testTakeover(t *testing.T, newStore func(t *testing.T) ReplicatedStore, uns
 	if err != nil {
 		t.Fatal(err)
 	}
-	if i := slices.IndexFunc(leases, func(l fence.Lease) bool { return l.Resource == "owned" }); i < 0 || leases[i].Owner != "alice" || leases[i].Token != owned {
-		t.Fatalf("the new leader's leases %+v: want owned's, token %d, owner alice", leases, owned)
+	if i := slices.IndexFunc(leases, func(l fence.Lease) bool { return l.Resource == "owned" }); i < 0 || leases[i].Owner != "alice" || leases[i].Token != owned ||
+		leases[i].RevokeGrace != 7*time.Second {
+		t.Fatalf("the new leader's leases %+v: want owned's, token %d, owner alice, a revoke requested with 7s grace", leases, owned)
 	}
 	// And the shared group, with each holder's owner.
 	var group []string

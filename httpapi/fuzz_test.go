@@ -462,3 +462,19 @@ func refElements(data []byte, limit int) ([]json.RawMessage, error) {
 	}
 	return es, nil
 }
+
+func FuzzDecodeRevoke(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"grace_ms":1000}`, `{"grace_ms":9}`, `{"grace_ms":"5"}`, `{"grace_ms":1e3}`, `{"x":1}`, `null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		grace, err := decodeRevoke(data)
+		if err != nil {
+			checkKinds(t, err, fence.ErrBadRequest)
+			return
+		}
+		if grace != 0 && (grace < fence.MinTTL || grace > fence.MaxTTL) || grace%time.Millisecond != 0 {
+			t.Fatalf("accepted grace %s", grace)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -271,17 +272,40 @@ func (s *Handler) transfer(c *call) error {
 // resource's fence to a new token issued to nobody, so that the old holder is
 // fenced at once. It answers 404 not_found if the Locker is not a
 // fence.Revoker. It needs the admin permission.
+//
+// With {"grace_ms": N} it asks the holder to let go instead (cooperative
+// revocation): 202 with the lease asked and its revoke_at, when the
+// resource is revoked unless the holder releases it first; a free
+// resource is revoked at once (200).
 func (s *Handler) revoke(c *call) error {
-	if err := decodeRevoke(c.body); err != nil {
-		return err
-	}
-	rv, ok := s.locker.(fence.Revoker)
-	if !ok {
-		return fmt.Errorf("%w: this server's lock service cannot revoke", fence.ErrNotFound)
-	}
-	res, err := rv.Revoke(c.r.Context(), c.resource)
+	grace, err := decodeRevoke(c.body)
 	if err != nil {
 		return err
+	}
+	var res fence.RevokeResult
+	if grace == 0 {
+		rv, ok := s.locker.(fence.Revoker)
+		if !ok {
+			return fmt.Errorf("%w: this server's lock service cannot revoke", fence.ErrNotFound)
+		}
+		if res, err = rv.Revoke(c.r.Context(), c.resource); err != nil {
+			return err
+		}
+	} else {
+		rr, ok := s.locker.(fence.RevokeRequester)
+		if !ok {
+			return fmt.Errorf("%w: this server's lock service cannot ask a holder to let go", fence.ErrNotFound)
+		}
+		var asked fence.Lease
+		if asked, res, err = rr.RequestRevoke(c.r.Context(), c.resource, grace); err != nil {
+			return err
+		}
+		if asked.Token != 0 {
+			c.holder = asked.Holder
+			c.writeJSONStatus(http.StatusAccepted, wire.RevokeAsked{Resource: c.resource, Holder: asked.Holder, Token: asked.Token,
+				RevokeAt: wire.Timestamp(asked.RevokeAt), Mode: wire.NewLease(c.resource, asked).Mode})
+			return nil
+		}
 	}
 	c.writeJSON(wire.RevokeResponse{Resource: c.resource, RevokedToken: res.Revoked, LastFence: res.LastFence})
 	return nil
@@ -545,11 +569,15 @@ func decodeTransfer(data []byte) (transferRequest, error) {
 	return req, nil
 }
 
-// decodeRevoke checks a revoke's body: empty, or an object without members.
-func decodeRevoke(data []byte) error {
+// decodeRevoke decodes a revoke's body: empty, or {"grace_ms"} with
+// grace_ms optional in 10..86400000 (absent: 0, revoke now).
+func decodeRevoke(data []byte) (time.Duration, error) {
 	if len(data) == 0 {
-		return nil
+		return 0, nil
 	}
-	_, err := decodeObject("revoke", data)
-	return err
+	ms, err := decodeObject("revoke", data, "grace_ms")
+	if err != nil {
+		return 0, err
+	}
+	return millis("grace_ms", get(ms, "grace_ms"), minTTLMS, maxTTLMS, 0)
 }

@@ -476,21 +476,27 @@ func (c *call) accepted(op string, t fence.Token, res fence.WriteResult) {
 }
 
 // writeJSON answers 200 with v as JSON.
-func (c *call) writeJSON(v any) {
+func (c *call) writeJSON(v any) { c.writeJSONStatus(http.StatusOK, v) }
+
+// writeJSONStatus answers status with v as JSON.
+func (c *call) writeJSONStatus(status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil { // cannot happen: the responses hold strings, numbers and bools
 		c.fail(fmt.Errorf("%w: encoding response: %w", wire.ErrInternal, err))
 		return
 	}
-	c.writeRaw(b)
+	c.writeRawStatus(status, b)
 }
 
 // writeRaw answers 200 with b, a JSON value.
-func (c *call) writeRaw(b []byte) {
+func (c *call) writeRaw(b []byte) { c.writeRawStatus(http.StatusOK, b) }
+
+// writeRawStatus answers status with b, a JSON value.
+func (c *call) writeRawStatus(status int, b []byte) {
 	h := c.w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
-	c.w.WriteHeader(http.StatusOK)
+	c.w.WriteHeader(status)
 	c.w.Write(append(b, '\n'))
 }
 

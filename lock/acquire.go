@@ -254,6 +254,10 @@ func (s *Service) setLeaseLocked(e *entry, l fence.Lease) {
 
 // clearLeaseLocked forgets the resource's lease, which has ended.
 func (s *Service) clearLeaseLocked(e *entry) {
+	if e.revokeTimer != nil {
+		e.revokeTimer.Stop()
+		e.revokeTimer = nil
+	}
 	if e.lease.Shared {
 		s.clearSharedLocked(e)
 		return

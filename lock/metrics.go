@@ -21,6 +21,9 @@ var (
 	revocationsTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fence_lock_revocations_total", Help: "Resources revoked by an admin, each fenced with a new token.",
 	})
+	revokeRequestsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fence_lock_revoke_requests_total", Help: "Holders asked to let go by a deadline (cooperative revocation); the revokes at a deadline count in fence_lock_revocations_total.",
+	})
 	lockDelaysTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fence_lock_delays_total", Help: "Lock-delays started after a lease expired.",
 	})
@@ -59,6 +62,6 @@ func init() {
 // nowhere: register them in the registry that serves them.
 func Metrics() []prometheus.Collector {
 	return []prometheus.Collector{grantsTotal, renewalsTotal, releasesTotal, transfersTotal, expirationsTotal,
-		revocationsTotal, lockDelaysTotal, rejectionsTotal, leasesHeld, waiters, waitersRejectedTotal,
+		revocationsTotal, revokeRequestsTotal, lockDelaysTotal, rejectionsTotal, leasesHeld, waiters, waitersRejectedTotal,
 		waitSeconds, holdSeconds}
 }

@@ -285,3 +285,104 @@ func TestService_LockDelay(t *testing.T) {
 		}
 	})
 }
+
+// TestService_RequestRevoke asks a holder to let go: its renewals say so;
+// at the deadline the lease is revoked and fenced and the waiter served; a
+// holder that lets go in time is not revoked; a later request with a
+// longer grace keeps the earlier deadline; a free resource is revoked at
+// once; a restart gives the grace again in full.
+func TestService_RequestRevoke(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := memory.New()
+		s := open(t, db)
+		l := acquire(t, s, "r", "a", time.Minute)
+		got := waitFor(t, s, "r", "b", false)
+		asked, _, err := s.RequestRevoke(t.Context(), "r", 5*time.Second)
+		if err != nil || asked.Token != l.Token || !asked.RevokeAt.Equal(time.Now().Add(5*time.Second)) {
+			t.Fatalf("RequestRevoke=%+v, %v; want a's lease with RevokeAt in 5s", asked, err)
+		}
+		if again, _, err := s.RequestRevoke(t.Context(), "r", time.Minute); err != nil || !again.RevokeAt.Equal(asked.RevokeAt) {
+			t.Fatalf("a longer grace moved the deadline: %+v, %v", again, err)
+		}
+		renewed, err := s.Renew(t.Context(), "r", l.Token, 0)
+		if err != nil || !renewed.RevokeAt.Equal(asked.RevokeAt) {
+			t.Fatalf("Renew=%+v, %v; want RevokeAt %s", renewed, err, asked.RevokeAt)
+		}
+		if st, _ := s.Status(t.Context(), "r"); !st.RevokeAt.Equal(asked.RevokeAt) {
+			t.Fatalf("Status=%+v, want RevokeAt %s", st, asked.RevokeAt)
+		}
+		time.Sleep(4 * time.Second)
+		wantNothingYet(t, "b", got)
+		time.Sleep(2 * time.Second)
+		b := <-got
+		if b.Token <= l.Token+1 {
+			t.Fatalf("b got token %d, want above the revoke's fence %d", b.Token, l.Token+1)
+		}
+		if err := writeWith(t, db, "r", l.Token); !errors.Is(err, fence.ErrFenced) {
+			t.Fatalf("a's write after the deadline: %v, want fenced", err)
+		}
+		if _, err := s.Renew(t.Context(), "r", l.Token, 0); !errors.Is(err, fence.ErrLeaseLost) {
+			t.Fatalf("a's renew after the deadline: %v, want lease_lost", err)
+		}
+		// b lets go in time: nothing is revoked.
+		if _, _, err := s.RequestRevoke(t.Context(), "r", 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Release(t.Context(), "r", b.Token); err != nil {
+			t.Fatal(err)
+		}
+		c := acquire(t, s, "r", "c", time.Minute)
+		time.Sleep(10 * time.Second)
+		if st, _ := s.Status(t.Context(), "r"); !st.Held || st.Token != c.Token || !st.RevokeAt.IsZero() {
+			t.Fatalf("c after b's request ran out: %+v, want c's lease, asked nothing", st)
+		}
+		// A free resource is revoked at once.
+		if _, res, err := s.RequestRevoke(t.Context(), "free", time.Second); err != nil || res.LastFence == 0 || res.Revoked != 0 {
+			t.Fatalf("RequestRevoke of a free resource=%+v, %v; want it fenced", res, err)
+		}
+		if _, _, err := s.RequestRevoke(t.Context(), "r", time.Millisecond); !errors.Is(err, fence.ErrBadRequest) {
+			t.Fatalf("grace 1ms: %v, want bad_request", err)
+		}
+		// A restart gives the grace again in full.
+		if _, _, err := s.RequestRevoke(t.Context(), "r", 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(8 * time.Second)
+		s.Close()
+		s2 := open(t, db)
+		time.Sleep(8 * time.Second) // past the first deadline, within the restored grace
+		if st, _ := s2.Status(t.Context(), "r"); !st.Held || st.Token != c.Token {
+			t.Fatalf("c 16s after a 10s request and a restart: %+v, want still held", st)
+		}
+		time.Sleep(3 * time.Second)
+		if st, _ := s2.Status(t.Context(), "r"); st.Held {
+			t.Fatalf("c past the restored grace: %+v, want revoked", st)
+		}
+	})
+}
+
+// TestService_RequestRevokeShared asks a shared group to let go: every
+// holder's renewals say so, and so does a holder that joins after.
+func TestService_RequestRevokeShared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := open(t, memory.New())
+		r1 := share(t, s, "doc", "r1", time.Minute)
+		asked, _, err := s.RequestRevoke(t.Context(), "doc", 5*time.Second)
+		if err != nil || !asked.Shared || asked.Token != r1.Token {
+			t.Fatalf("RequestRevoke=%+v, %v; want the group", asked, err)
+		}
+		r2 := share(t, s, "doc", "r2", time.Minute)
+		for _, h := range []string{"r1", "r2"} {
+			if l, err := s.RenewShared(t.Context(), "doc", h, r1.Token, 0); err != nil || !l.RevokeAt.Equal(asked.RevokeAt) {
+				t.Fatalf("%s: RenewShared=%+v, %v; want RevokeAt %s", h, l, err, asked.RevokeAt)
+			}
+		}
+		if !r2.RevokeAt.Equal(asked.RevokeAt) {
+			t.Fatalf("r2 joined with RevokeAt %s, want %s", r2.RevokeAt, asked.RevokeAt)
+		}
+		time.Sleep(6 * time.Second)
+		if st, _ := s.Status(t.Context(), "doc"); st.Held {
+			t.Fatalf("the group past its deadline: %+v, want revoked", st)
+		}
+	})
+}

@@ -101,6 +101,8 @@ type entry struct {
 	delayUntil time.Time   // while lease == nil: no grant before it (lock-delay); zero if none
 	delayTimer *time.Timer // fires at delayUntil
 
+	revokeTimer *time.Timer // fires at lease.RevokeAt, a revoke requested (revoke.go)
+
 	// reserved: while lease == nil, a multi-acquire has this resource to
 	// itself until it grants all of its resources at once or gives up
 	// (multi.go); nothing else is granted it meanwhile.
@@ -183,6 +185,12 @@ func (s *Service) Open(ctx context.Context) error {
 		if _, _, ok := s.sessionAlive(l.Session, s.now()); ok {
 			s.joinedSession(l.Session, l.Resource, l.Token, true)
 			s.followSessionLocked(s.resources[l.Resource])
+		}
+	}
+	// A revoke requested before gets its full grace again, from now.
+	for _, l := range leases {
+		if e := s.resources[l.Resource]; l.RevokeGrace > 0 && e.lease != nil && e.lease.RevokeAt.IsZero() {
+			s.askLocked(l.Resource, e, s.now().Add(l.RevokeGrace), l.RevokeGrace)
 		}
 	}
 	for _, d := range delays {
@@ -325,6 +333,7 @@ func (s *Service) Status(ctx context.Context, resource string) (fence.LockStatus
 	st := fence.LockStatus{Resource: resource}
 	if e.lease != nil {
 		st.Held, st.Holder, st.Token, st.Expires, st.Session = true, e.lease.Holder, e.lease.Token, e.lease.Expires, e.lease.Session
+		st.RevokeAt = e.lease.RevokeAt
 		if e.lease.Shared {
 			st.Shared, st.Holders = true, holdersLocked(e)
 		}
@@ -355,7 +364,7 @@ func (s *Service) List(ctx context.Context, prefix, after string, limit int) ([]
 		e.mu.Lock() // after s.mu, as always; no ledger write under these
 		if l := e.lease; l != nil && now.Before(l.Expires) {
 			st := fence.LockStatus{Resource: name, Held: true, Holder: l.Holder,
-				Token: l.Token, Expires: l.Expires, Waiters: len(e.queue), Session: l.Session}
+				Token: l.Token, Expires: l.Expires, Waiters: len(e.queue), Session: l.Session, RevokeAt: l.RevokeAt}
 			if l.Shared {
 				st.Shared, st.Holders = true, holdersLocked(e)
 			}

@@ -91,6 +91,10 @@ func (s *Service) shareLocked(ctx context.Context, resource string, e *entry, ho
 		return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w", resource, err)
 	}
 	l := fence.Lease{Resource: resource, Holder: holder, Owner: owner, Token: token, TTL: ttl, Expires: expires, Shared: true}
+	if e.lease != nil {
+		// Joining a group that was asked to let go: so is this hold.
+		l.RevokeAt, l.RevokeGrace = e.lease.RevokeAt, e.lease.RevokeGrace
+	}
 	if l.Sequencer, err = s.sign(l); err != nil {
 		// Recorded: the hold runs out its TTL unless its holder retries.
 		s.addShareLocked(e, l)

@@ -20,8 +20,9 @@ import (
 // appends Owner; version 4 (written since leases may be in a session)
 // appends Session and SessionToken; version 5 (written since shared
 // holds) appends the number of Members and then each one's Holder, Owner,
-// TTL and Expires. Older versions decode with the fields
-// they lack zero: no delay, no owner, no session, no shared group. Entry records: version 1
+// TTL and Expires; version 6 (written since revokes may be requested)
+// appends RevokeGrace. Older versions decode with the fields
+// they lack zero: no delay, no owner, no session, no shared group, no revoke requested. Entry records: version 1
 // is Rev, Token, Value.
 const (
 	recordV1 = 1
@@ -29,6 +30,7 @@ const (
 	recordV3 = 3
 	recordV4 = 4
 	recordV5 = 5
+	recordV6 = 6
 )
 
 // ErrCorrupt means a stored record does not decode.
@@ -36,12 +38,12 @@ var ErrCorrupt = errors.New("state: corrupt record")
 
 // EncodeResource returns r as a record, in the newest format.
 func EncodeResource(r Resource) []byte {
-	n := 79 + len(r.Holder) + len(r.Owner) + len(r.Session)
+	n := 89 + len(r.Holder) + len(r.Owner) + len(r.Session)
 	for _, m := range r.Members {
 		n += 30 + len(m.Holder) + len(m.Owner)
 	}
 	b := make([]byte, 0, n)
-	b = append(b, recordV5)
+	b = append(b, recordV6)
 	b = binary.AppendUvarint(b, uint64(r.LastToken))
 	b = binary.AppendUvarint(b, uint64(r.LastFence))
 	b = binary.AppendUvarint(b, uint64(r.LeaseToken))
@@ -55,7 +57,8 @@ func EncodeResource(r Resource) []byte {
 	b = binary.AppendUvarint(b, uint64(len(r.Session)))
 	b = append(b, r.Session...)
 	b = binary.AppendUvarint(b, uint64(r.SessionToken))
-	return appendMembers(b, r.Members)
+	b = appendMembers(b, r.Members)
+	return binary.AppendVarint(b, int64(r.RevokeGrace))
 }
 
 // appendMembers appends the number of members and each one's Holder and
@@ -100,7 +103,7 @@ func DecodeMembers(b []byte) ([]SharedHolder, error) {
 func DecodeResource(b []byte) (Resource, error) {
 	d := decoder{b: b}
 	version := d.byte()
-	if version < recordV1 || version > recordV5 {
+	if version < recordV1 || version > recordV6 {
 		return Resource{}, fmt.Errorf("%w: resource record version", ErrCorrupt)
 	}
 	r := Resource{
@@ -123,6 +126,9 @@ func DecodeResource(b []byte) (Resource, error) {
 	}
 	if version >= recordV5 {
 		r.Members = d.members()
+	}
+	if version >= recordV6 {
+		r.RevokeGrace = time.Duration(d.varint())
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return Resource{}, fmt.Errorf("%w: resource record", ErrCorrupt)

@@ -23,6 +23,7 @@ var testResources = []Resource{
 	{LastToken: 4, LastFence: 4, LeaseToken: 4, Holder: "w", TTL: time.Second, Session: ".session/w", SessionToken: fence.MaxToken},
 	{LastToken: 5, LastFence: 5, LeaseToken: 5, Members: []SharedHolder{{Holder: "r1", Owner: "alice", TTL: time.Second, Expires: 7},
 		{Holder: "r2", TTL: math.MaxInt64, Expires: math.MinInt64}}},
+	{LastToken: 6, LastFence: 6, LeaseToken: 6, Holder: "w", TTL: time.Second, RevokeGrace: math.MaxInt64},
 }
 
 // same reports whether two resources are equal, their shared groups included.
@@ -65,34 +66,44 @@ func TestDecodeResource(t *testing.T) {
 			t.Fatalf("DecodeResource(v4)=%+v, %v; want %+v", got, err, r)
 		}
 	})
-	// The format written now, byte for byte: version 5, then the fields of
-	// version 4, then the number of shared holders and each one's holder
-	// and owner, length-prefixed, TTL and expiry.
+	// Records written before revokes were requested still decode, with none.
 	t.Run("Version5", func(t *testing.T) {
-		r := Resource{LastToken: 9, LastFence: 8, LeaseToken: 9, TTL: time.Second, Expires: 1, Holder: "hi", Delay: 10, Owner: "alice",
-			Session: ".session/s", SessionToken: 3}
-		v5 := []byte{recordV5, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i', 0x14, 5, 'a', 'l', 'i', 'c', 'e',
-			10, '.', 's', 'e', 's', 's', 'i', 'o', 'n', '/', 's', 3, 0}
-		if got := EncodeResource(r); !bytes.Equal(got, v5) {
-			t.Fatalf("EncodeResource(%+v)=%x, want %x", r, got, v5)
-		}
-		if got, err := DecodeResource(v5); err != nil || !same(got, r) {
-			t.Fatalf("DecodeResource(v5)=%+v, %v; want %+v", got, err, r)
-		}
-		// A shared group: no lease of one holder, two members.
 		g := Resource{LastToken: 9, LastFence: 9, LeaseToken: 9,
 			Members: []SharedHolder{{Holder: "a", Owner: "o", TTL: 2, Expires: -1}, {Holder: "b", TTL: 3, Expires: 1}}}
 		group := []byte{recordV5, 9, 9, 9, 0, 0, 0, 0, 0, 0, 0, 2, 1, 'a', 1, 'o', 2, 1, 1, 'b', 0, 3, 2}
-		if got := EncodeResource(g); !bytes.Equal(got, group) {
-			t.Fatalf("EncodeResource(%+v)=%x, want %x", g, got, group)
-		}
 		if got, err := DecodeResource(group); err != nil || !same(got, g) {
-			t.Fatalf("DecodeResource(group)=%+v, %v; want %+v", got, err, g)
+			t.Fatalf("DecodeResource(v5 group)=%+v, %v; want %+v", got, err, g)
 		}
 		// A count of members the record cannot hold is corrupt.
 		huge := append(bytes.Clone(group[:11]), 0xff, 0xff, 0xff, 0xff, 0x0f)
 		if _, err := DecodeResource(huge); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("DecodeResource(huge count): %v, want ErrCorrupt", err)
+		}
+	})
+	// The format written now, byte for byte: version 6, then the fields of
+	// version 4, then the number of shared holders and each one's holder
+	// and owner, length-prefixed, TTL and expiry, then the grace of a
+	// revoke requested.
+	t.Run("Version6", func(t *testing.T) {
+		r := Resource{LastToken: 9, LastFence: 8, LeaseToken: 9, TTL: time.Second, Expires: 1, Holder: "hi", Delay: 10, Owner: "alice",
+			Session: ".session/s", SessionToken: 3, RevokeGrace: 5}
+		v6 := []byte{recordV6, 9, 8, 9, 0x80, 0x94, 0xeb, 0xdc, 0x03, 2, 2, 'h', 'i', 0x14, 5, 'a', 'l', 'i', 'c', 'e',
+			10, '.', 's', 'e', 's', 's', 'i', 'o', 'n', '/', 's', 3, 0, 10}
+		if got := EncodeResource(r); !bytes.Equal(got, v6) {
+			t.Fatalf("EncodeResource(%+v)=%x, want %x", r, got, v6)
+		}
+		if got, err := DecodeResource(v6); err != nil || !same(got, r) {
+			t.Fatalf("DecodeResource(v6)=%+v, %v; want %+v", got, err, r)
+		}
+		// A shared group: no lease of one holder, two members.
+		g := Resource{LastToken: 9, LastFence: 9, LeaseToken: 9,
+			Members: []SharedHolder{{Holder: "a", Owner: "o", TTL: 2, Expires: -1}, {Holder: "b", TTL: 3, Expires: 1}}}
+		group := []byte{recordV6, 9, 9, 9, 0, 0, 0, 0, 0, 0, 0, 2, 1, 'a', 1, 'o', 2, 1, 1, 'b', 0, 3, 2, 0}
+		if got := EncodeResource(g); !bytes.Equal(got, group) {
+			t.Fatalf("EncodeResource(%+v)=%x, want %x", g, got, group)
+		}
+		if got, err := DecodeResource(group); err != nil || !same(got, g) {
+			t.Fatalf("DecodeResource(group)=%+v, %v; want %+v", got, err, g)
 		}
 	})
 	t.Run("OK", func(t *testing.T) {
@@ -135,9 +146,10 @@ func TestDecodeResource(t *testing.T) {
 		}{
 			{"Empty", nil},
 			{"Version0", append([]byte{0}, good[1:]...)},
-			{"Version6", append([]byte{6}, good[1:]...)},
+			{"Version7", append([]byte{7}, good[1:]...)},
+			{"V5WithRevokeGrace", append([]byte{recordV5}, EncodeResource(testResources[8])[1:]...)},
 			{"V4WithMembers", append([]byte{recordV4}, EncodeResource(testResources[7])[1:]...)},
-			{"MemberWithoutExpiry", EncodeResource(testResources[7])[:len(EncodeResource(testResources[7]))-1]},
+			{"MemberWithoutExpiry", EncodeResource(testResources[7])[:len(EncodeResource(testResources[7]))-2]}, // the grace and the expiry's last byte
 			{"TrailingByte", append(bytes.Clone(good), 0)},
 			{"V3TrailingByte", append(bytes.Clone(owned), 0)},
 			{"V2WithOwner", append([]byte{recordV2}, owned[1:]...)},
@@ -251,7 +263,8 @@ func FuzzDecodeResource(f *testing.F) {
 		r := Resource{LastToken: fence.Token(lastToken), LastFence: fence.Token(lastFence), LeaseToken: fence.Token(leaseToken),
 			Holder: holder, Owner: owner, TTL: time.Duration(ttl), Expires: expires, Delay: time.Duration(delay),
 			Session: holder + owner, SessionToken: fence.Token(lastFence), // the inputs stay those of the corpus
-			Members: []SharedHolder{{Holder: owner, Owner: holder, TTL: time.Duration(delay), Expires: ttl}}}
+			Members:     []SharedHolder{{Holder: owner, Owner: holder, TTL: time.Duration(delay), Expires: ttl}},
+			RevokeGrace: time.Duration(expires)}
 		got, err := DecodeResource(EncodeResource(r))
 		if err != nil || !same(got, r) {
 			t.Fatalf("DecodeResource(EncodeResource(%+v))=%+v, %v", r, got, err)

@@ -27,7 +27,7 @@ func Grant(tx Tx, resource, holder, owner string, session fence.SessionRef, ttl 
 	r.LastToken, r.LastFence = token, max(r.LastFence, token)
 	r.LeaseToken, r.Holder, r.Owner, r.TTL, r.Expires = token, holder, owner, ttl, expires.UnixNano()
 	r.Session, r.SessionToken = session.Resource, session.Token
-	r.Members, r.Delay = nil, 0
+	r.Members, r.RevokeGrace, r.Delay = nil, 0, 0
 	if err := tx.SetResource(resource, r); err != nil {
 		return 0, err
 	}
@@ -211,6 +211,30 @@ func (db *DB) Revoke(ctx context.Context, resource string) (lastFence, revoked f
 	return lastFence, revoked, db.wrap(err, "revoke %q", resource)
 }
 
+// RequestRevoke records that the lease (or group) with token is to be
+// revoked grace after the request; an earlier request with a shorter grace
+// stands.
+func RequestRevoke(tx Tx, resource string, token fence.Token, grace time.Duration) error {
+	r, err := tx.Resource(resource)
+	if err != nil {
+		return err
+	}
+	if !r.leased(token) {
+		return &fence.LeaseLostError{Resource: resource, Presented: token, Current: r.LeaseToken}
+	}
+	if r.RevokeGrace != 0 && r.RevokeGrace <= grace {
+		return nil
+	}
+	r.RevokeGrace = grace
+	return tx.SetResource(resource, r)
+}
+
+// RequestRevoke implements fence.Ledger.
+func (db *DB) RequestRevoke(ctx context.Context, resource string, token fence.Token, grace time.Duration) error {
+	err := db.Update(ctx, func(tx Tx) error { return RequestRevoke(tx, resource, token, grace) })
+	return db.wrap(err, "request a revoke of %q", resource)
+}
+
 // SetDelay records that a lock-delay of d is in progress on the resource
 // (d > 0), or that none is (d == 0). It changes nothing while a lease is
 // recorded: a grant ends any delay.
@@ -258,7 +282,7 @@ func (db *DB) Leases(ctx context.Context) ([]fence.Lease, []fence.LockDelay, err
 // endLease clears the recorded lease.
 func (r *Resource) endLease() {
 	r.LeaseToken, r.Holder, r.Owner, r.TTL, r.Expires = 0, "", "", 0, 0
-	r.Session, r.SessionToken, r.Members = "", 0, nil
+	r.Session, r.SessionToken, r.Members, r.RevokeGrace = "", 0, nil, 0
 }
 
 // leased reports whether token is the lease recorded in r.
@@ -280,5 +304,5 @@ func (r Resource) Lease(name string) (fence.Lease, bool) {
 		return fence.Lease{}, false
 	}
 	return fence.Lease{Resource: name, Holder: r.Holder, Owner: r.Owner, Token: r.LeaseToken, TTL: r.TTL,
-		Expires: time.Unix(0, r.Expires), Session: fence.SessionRef{Resource: r.Session, Token: r.SessionToken}}, true
+		Expires: time.Unix(0, r.Expires), Session: fence.SessionRef{Resource: r.Session, Token: r.SessionToken}, RevokeGrace: r.RevokeGrace}, true
 }

@@ -29,6 +29,10 @@ type Resource struct {
 	// with token LeaseToken (Holder, Owner, TTL, Expires and Session are
 	// then zero); nil while no group does.
 	Members []SharedHolder
+	// RevokeGrace is the grace of a revoke requested of the current lease
+	// (or group): it is revoked that long after the request, or after a
+	// restore. 0 if none was requested.
+	RevokeGrace time.Duration
 }
 
 // Entry is a stored value.

@@ -51,6 +51,7 @@ func Share(tx Tx, resource, holder, owner string, from fence.Token, ttl time.Dur
 		r.Members = members
 		return r.LeaseToken, tx.SetResource(resource, r)
 	}
+	// A downgrade is a new grant: a revoke requested of the lease is void.
 	if err := checkNextToken(resource, r); err != nil {
 		return 0, err
 	}
@@ -133,7 +134,7 @@ func (r Resource) memberLeases(name string) []fence.Lease {
 	leases := make([]fence.Lease, len(r.Members))
 	for i, m := range r.Members {
 		leases[i] = fence.Lease{Resource: name, Holder: m.Holder, Owner: m.Owner, Token: r.LeaseToken, TTL: m.TTL,
-			Expires: time.Unix(0, m.Expires), Shared: true}
+			Expires: time.Unix(0, m.Expires), Shared: true, RevokeGrace: r.RevokeGrace}
 	}
 	return leases
 }

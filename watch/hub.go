@@ -32,14 +32,15 @@ type Type string
 
 // The event types.
 const (
-	Granted       Type = "granted"        // a lease was granted
-	Renewed       Type = "renewed"        // its holder renewed a lease
-	Released      Type = "released"       // its holder released a lease
-	Expired       Type = "expired"        // a lease ran out
-	Revoked       Type = "revoked"        // an admin revoked the lock
-	FenceRaised   Type = "fence_raised"   // the resource's last fence rose
-	WriteRejected Type = "write_rejected" // a write presented a stale token
-	Lost          Type = "lost"           // events were lost: the subscriber should list again
+	Granted       Type = "granted"          // a lease was granted
+	Renewed       Type = "renewed"          // its holder renewed a lease
+	Released      Type = "released"         // its holder released a lease
+	Expired       Type = "expired"          // a lease ran out
+	Revoked       Type = "revoked"          // an admin revoked the lock
+	RevokeAsked   Type = "revoke_requested" // the holder was asked to let go by ExpiresAt
+	FenceRaised   Type = "fence_raised"     // the resource's last fence rose
+	WriteRejected Type = "write_rejected"   // a write presented a stale token
+	Lost          Type = "lost"             // events were lost: the subscriber should list again
 )
 
 // Event is one change to a lock or a fence. Members that do not apply to its

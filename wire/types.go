@@ -119,6 +119,7 @@ type Lease struct {
 	Sequencer string      `json:"sequencer,omitempty"` // absent when the server signs nothing
 	Session   *SessionRef `json:"session,omitempty"`   // absent for a lease of its own
 	Mode      string      `json:"mode,omitempty"`      // ModeShared for a shared hold; absent for an exclusive lease
+	RevokeAt  string      `json:"revoke_at,omitempty"` // when it is revoked, its holder asked to let go; absent if not asked
 }
 
 // NewLease is the answer for l, a lease on resource.
@@ -132,7 +133,16 @@ func NewLease(resource string, l fence.Lease) Lease {
 		Sequencer: l.Sequencer,
 		Session:   NewSessionRef(l.Session),
 		Mode:      modeOf(l.Shared),
+		RevokeAt:  optionalTimestamp(l.RevokeAt),
 	}
+}
+
+// optionalTimestamp is Timestamp(t), or "" for the zero time.
+func optionalTimestamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return Timestamp(t)
 }
 
 // Decode returns the lease that l describes.
@@ -141,9 +151,15 @@ func (l Lease) Decode() (fence.Lease, error) {
 	if err != nil {
 		return fence.Lease{}, fmt.Errorf("lease expires_at: %w", err)
 	}
-	return fence.Lease{Resource: l.Resource, Holder: l.Holder, Token: l.Token,
+	lease := fence.Lease{Resource: l.Resource, Holder: l.Holder, Token: l.Token,
 		TTL: time.Duration(l.TTLMS) * time.Millisecond, Expires: exp, Sequencer: l.Sequencer, Session: l.Session.Decode(),
-		Shared: l.Mode == ModeShared}, nil
+		Shared: l.Mode == ModeShared}
+	if l.RevokeAt != "" {
+		if lease.RevokeAt, err = ParseTimestamp(l.RevokeAt); err != nil {
+			return fence.Lease{}, fmt.Errorf("lease revoke_at: %w", err)
+		}
+	}
+	return lease, nil
 }
 
 // ReleaseResponse is the answer to release.
@@ -169,6 +185,23 @@ type RevokeResponse struct {
 	LastFence    fence.Token `json:"last_fence"`
 }
 
+// RevokeRequest is the body of POST /v1/locks/{resource}/revoke: GraceMS,
+// if not 0, asks the holder to let go within it, and revokes at its end.
+type RevokeRequest struct {
+	GraceMS int64 `json:"grace_ms,omitempty"`
+}
+
+// RevokeAsked is the 202 answer to a revoke with grace_ms of a held
+// resource: the lease asked to let go, and when it is revoked unless it
+// does. Holder is absent and Mode ModeShared for a shared group.
+type RevokeAsked struct {
+	Resource string      `json:"resource"`
+	Holder   string      `json:"holder,omitempty"`
+	Token    fence.Token `json:"token"`
+	RevokeAt string      `json:"revoke_at"`
+	Mode     string      `json:"mode,omitempty"`
+}
+
 // LockStatus is the answer to GET /v1/locks/{resource}. Holder, Token and
 // ExpiresAt are set only while the lock is held.
 type LockStatus struct {
@@ -181,6 +214,7 @@ type LockStatus struct {
 	Session   *SessionRef `json:"session,omitempty"` // the held lease's, if it is in one
 	Mode      string      `json:"mode,omitempty"`    // ModeShared while a shared group holds it (Holder then absent)
 	Holders   []string    `json:"holders,omitempty"` // the shared group's holders, in byte order
+	RevokeAt  string      `json:"revoke_at,omitempty"` // when the lease is revoked, its holder asked to let go
 }
 
 // NewLockStatus is the answer for st.
@@ -188,7 +222,7 @@ func NewLockStatus(st fence.LockStatus) LockStatus {
 	resp := LockStatus{Resource: st.Resource, Held: st.Held, LastToken: st.LastToken}
 	if st.Held {
 		resp.Holder, resp.Token, resp.ExpiresAt, resp.Session = st.Holder, st.Token, Timestamp(st.Expires), NewSessionRef(st.Session)
-		resp.Mode, resp.Holders = modeOf(st.Shared), st.Holders
+		resp.Mode, resp.Holders, resp.RevokeAt = modeOf(st.Shared), st.Holders, optionalTimestamp(st.RevokeAt)
 	}
 	return resp
 }
@@ -213,12 +247,13 @@ type ListedLock struct {
 	Session   *SessionRef `json:"session,omitempty"` // the lease's, if it is in one
 	Mode      string      `json:"mode,omitempty"`    // ModeShared for a shared group ("holder" is then "")
 	Holders   []string    `json:"holders,omitempty"` // the shared group's holders, in byte order
+	RevokeAt  string      `json:"revoke_at,omitempty"` // when the lease is revoked, its holder asked to let go
 }
 
 // NewListedLock is the listing of l, a held lock.
 func NewListedLock(l fence.LockStatus) ListedLock {
 	return ListedLock{Resource: l.Resource, Holder: l.Holder, Token: l.Token, ExpiresAt: Timestamp(l.Expires),
-		Waiters: l.Waiters, Session: NewSessionRef(l.Session), Mode: modeOf(l.Shared), Holders: l.Holders}
+		Waiters: l.Waiters, Session: NewSessionRef(l.Session), Mode: modeOf(l.Shared), Holders: l.Holders, RevokeAt: optionalTimestamp(l.RevokeAt)}
 }
 
 // PutResponse is the answer to PUT /v1/kv/{resource}/{key}.

@@ -65,6 +65,11 @@ instead of FENCE_RESOURCE and FENCE_TOKEN, and waiting for them never
 deadlocks with another fence lock waiting for some of the same. The names
 must not contain spaces. Losing any of the leases stops CMD.
 
+If a caller asks the holder to let go (fence revoke --grace D), CMD's
+process group gets SIGTERM as soon as fence lock learns of it (within about
+a third of --ttl): CMD then has until the deadline to finish and exit,
+after which the server revokes the lease and CMD is stopped as above.
+
 If another holder has the lock for all of --wait, fence lock exits with
 --conflict-exit-code (default 3) and says so on stderr, unless --quiet: from
 cron, --quiet makes a run that found the lock taken send no mail.`
@@ -232,10 +237,15 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		release()
 		return fmt.Errorf("lock: cannot run %q: %w", command[0], err)
 	}
-	leaseDone := leases.done()
+	leaseDone, revokeC := leases.done(), leases.revokeRequested()
 	var killC <-chan time.Time // after a hand-over: --kill-grace for the command to stop
 	for {
 		select {
+		case <-revokeC:
+			revokeC = nil
+			asked := leases.asked()
+			fmt.Fprintf(std.err, "fence: lock %s: asked to let go by %s; stopping the command\n", asked.Resource(), asked.RevokeAt().UTC().Format(time.RFC3339Nano))
+			syscall.Kill(-child.group, syscall.SIGTERM)
 		case err := <-child.done:
 			if leaseDone != nil {
 				release()
@@ -314,6 +324,36 @@ func (ls heldLeases) done() <-chan struct{} {
 		context.AfterFunc(l.Context(), func() { once.Do(func() { close(done) }) })
 	}
 	return done
+}
+
+// revokeRequested returns a channel closed when the first of the leases
+// is asked to let go (fence revoke --grace).
+func (ls heldLeases) revokeRequested() <-chan struct{} {
+	if len(ls) == 1 {
+		return ls[0].RevokeRequested()
+	}
+	asked := make(chan struct{})
+	var once sync.Once
+	for _, l := range ls {
+		go func() {
+			select {
+			case <-l.RevokeRequested():
+				once.Do(func() { close(asked) })
+			case <-l.Done():
+			}
+		}()
+	}
+	return asked
+}
+
+// asked returns the first lease asked to let go.
+func (ls heldLeases) asked() *client.Lease {
+	for _, l := range ls {
+		if !l.RevokeAt().IsZero() {
+			return l
+		}
+	}
+	return ls[0]
 }
 
 // lost returns the first lease that has ended.

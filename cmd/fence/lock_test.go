@@ -425,3 +425,40 @@ func readWorkerLog(t *testing.T, path string) workerLog {
 	}
 	return l
 }
+
+// TestLock_RevokeRequested asks a fence lock's holder to let go (fence
+// revoke --grace): the command gets SIGTERM and exits, and the lock is
+// released long before the deadline; a command that ignores the SIGTERM
+// is revoked at the deadline and fence lock exits as for a lost lease.
+func TestLock_RevokeRequested(t *testing.T) {
+	p := newLockProcs(t)
+	api, err := client.NewAPI(p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, aErr := p.start("a", `trap 'touch "$DIR/a.term"; exit 0' TERM
+touch "$DIR/a.started"; while :; do sleep 0.01; done`, "--ttl", "1s")
+	p.waitFor("a never started", func() bool { return p.exists("a.started") })
+	code, stdout, stderr := runFence(t.Context(), "", "revoke", "worker", "--addr", p.url, "--grace", "1m")
+	if code != 0 || !strings.Contains(stdout, `asked holder a`) {
+		t.Fatalf("fence revoke --grace: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	a.Wait()
+	if code := a.ProcessState.ExitCode(); code != 0 || !p.exists("a.term") || !strings.Contains(aErr(), "asked to let go") {
+		t.Fatalf("fence lock a exited %d (term: %v), want its command's 0 after a SIGTERM; stderr:\n%s", code, p.exists("a.term"), aErr())
+	}
+	if st, err := api.Status(t.Context(), "worker"); err != nil || st.Held {
+		t.Fatalf("worker after a let go: %+v, %v; want free", st, err)
+	}
+
+	b, bErr := p.start("b", `trap 'touch "$DIR/b.term"' TERM
+touch "$DIR/b.started"; while :; do sleep 0.01; done`, "--ttl", "1s", "--kill-grace", "100ms")
+	p.waitFor("b never started", func() bool { return p.exists("b.started") })
+	if _, _, err := api.RequestRevoke(t.Context(), "worker", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	b.Wait()
+	if code := b.ProcessState.ExitCode(); code != exitLeaseLost || !p.exists("b.term") {
+		t.Fatalf("fence lock b exited %d (term: %v), want %d: revoked at the deadline; stderr:\n%s", code, p.exists("b.term"), exitLeaseLost, bErr())
+	}
+}

@@ -48,7 +48,9 @@ CREATE TABLE IF NOT EXISTS fence_resources (
 	session_token bigint NOT NULL DEFAULT 0,
 	session_lease bigint NOT NULL DEFAULT 0,
 	shared_holders bytea NOT NULL DEFAULT '',
-	shared_lease   bigint NOT NULL DEFAULT 0
+	shared_lease   bigint NOT NULL DEFAULT 0,
+	revoke_grace_ns bigint NOT NULL DEFAULT 0,
+	revoke_lease    bigint NOT NULL DEFAULT 0
 );
 DO $$ BEGIN
 	IF NOT EXISTS (SELECT 1 FROM information_schema.columns
@@ -66,6 +68,11 @@ DO $$ BEGIN
 		WHERE table_schema = current_schema() AND table_name = 'fence_resources' AND column_name = 'shared_lease') THEN
 		ALTER TABLE fence_resources ADD COLUMN IF NOT EXISTS shared_holders bytea NOT NULL DEFAULT '',
 			ADD COLUMN shared_lease bigint NOT NULL DEFAULT 0;
+	END IF;
+	IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = 'fence_resources' AND column_name = 'revoke_lease') THEN
+		ALTER TABLE fence_resources ADD COLUMN IF NOT EXISTS revoke_grace_ns bigint NOT NULL DEFAULT 0,
+			ADD COLUMN revoke_lease bigint NOT NULL DEFAULT 0;
 	END IF;
 END $$;
 CREATE TABLE IF NOT EXISTS fence_entries (
@@ -328,7 +335,8 @@ func (s *Store) Load(ctx context.Context, fn func(name string, r state.Resource)
 			CASE WHEN owner_token = lease_token THEN owner ELSE '' END,
 			CASE WHEN session_lease = lease_token THEN session ELSE '' END,
 			CASE WHEN session_lease = lease_token THEN session_token ELSE 0 END,
-			CASE WHEN shared_lease = lease_token THEN shared_holders ELSE '' END FROM fence_resources`)
+			CASE WHEN shared_lease = lease_token THEN shared_holders ELSE '' END,
+			CASE WHEN revoke_lease = lease_token THEN revoke_grace_ns ELSE 0 END FROM fence_resources`)
 		if err != nil {
 			return err
 		}
@@ -336,11 +344,12 @@ func (s *Store) Load(ctx context.Context, fn func(name string, r state.Resource)
 		for rows.Next() {
 			var name string
 			var r state.Resource
-			var lastToken, lastFence, leaseToken, ttl, delay, sessionToken int64
+			var lastToken, lastFence, leaseToken, ttl, delay, sessionToken, grace int64
 			var members []byte
-			if err := rows.Scan(&name, &lastToken, &lastFence, &leaseToken, &r.Holder, &ttl, &r.Expires, &delay, &r.Owner, &r.Session, &sessionToken, &members); err != nil {
+			if err := rows.Scan(&name, &lastToken, &lastFence, &leaseToken, &r.Holder, &ttl, &r.Expires, &delay, &r.Owner, &r.Session, &sessionToken, &members, &grace); err != nil {
 				return err
 			}
+			r.RevokeGrace = time.Duration(grace)
 			if r.Members, err = state.DecodeMembers(members); err != nil {
 				return fmt.Errorf("resource %q: %w", name, err)
 			}
@@ -390,7 +399,7 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	}
 	if n := len(c.Resources); n > 0 {
 		names := make([]string, 0, n)
-		var lastToken, lastFence, leaseToken, ttl, expires, delay, sessionTokens []int64
+		var lastToken, lastFence, leaseToken, ttl, expires, delay, sessionTokens, graces []int64
 		holders, owners, sessions := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
 		members := make([][]byte, 0, n)
 		for name, r := range c.Resources {
@@ -398,26 +407,27 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 			if m == nil {
 				m = []byte{} // none, not NULL
 			}
-			members = append(members, m)
+			members, graces = append(members, m), append(graces, int64(r.RevokeGrace))
 			names, holders, owners = append(names, name), append(holders, r.Holder), append(owners, r.Owner)
 			sessions, sessionTokens = append(sessions, r.Session), append(sessionTokens, int64(r.SessionToken))
 			lastToken, lastFence, leaseToken = append(lastToken, int64(r.LastToken)), append(lastFence, int64(r.LastFence)), append(leaseToken, int64(r.LeaseToken))
 			ttl, expires, delay = append(ttl, int64(r.TTL)), append(expires, r.Expires), append(delay, int64(r.Delay))
 		}
-		// owner_token, session_lease and shared_lease say which lease owner,
-		// session and shared holders belong to: a server older than them
-		// changes the lease and leaves them as they were, which Load then
-		// ignores.
+		// owner_token, session_lease, shared_lease and revoke_lease say which
+		// lease owner, session, shared holders and revoke grace belong to: a
+		// server older than them changes the lease and leaves them as they
+		// were, which Load then ignores.
 		b.Queue(`INSERT INTO fence_resources (name, last_token, last_fence, lease_token, holder, ttl_ns, expires_ns, delay_ns, owner, owner_token,
-				session, session_token, session_lease, shared_holders, shared_lease)
-			SELECT n, lt, lf, le, h, tt, ex, de, o, le, s, st, le, sh, le FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::bytea[])
-				AS u(n, lt, lf, le, h, tt, ex, de, o, s, st, sh)
+				session, session_token, session_lease, shared_holders, shared_lease, revoke_grace_ns, revoke_lease)
+			SELECT n, lt, lf, le, h, tt, ex, de, o, le, s, st, le, sh, le, rg, le FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::bytea[], $13::bigint[])
+				AS u(n, lt, lf, le, h, tt, ex, de, o, s, st, sh, rg)
 			ON CONFLICT (name) DO UPDATE SET last_token = EXCLUDED.last_token, last_fence = EXCLUDED.last_fence,
 				lease_token = EXCLUDED.lease_token, holder = EXCLUDED.holder, ttl_ns = EXCLUDED.ttl_ns,
 				expires_ns = EXCLUDED.expires_ns, delay_ns = EXCLUDED.delay_ns, owner = EXCLUDED.owner,
 				owner_token = EXCLUDED.owner_token, session = EXCLUDED.session, session_token = EXCLUDED.session_token,
-				session_lease = EXCLUDED.session_lease, shared_holders = EXCLUDED.shared_holders, shared_lease = EXCLUDED.shared_lease`,
-			names, lastToken, lastFence, leaseToken, holders, ttl, expires, delay, owners, sessions, sessionTokens, members)
+				session_lease = EXCLUDED.session_lease, shared_holders = EXCLUDED.shared_holders, shared_lease = EXCLUDED.shared_lease,
+				revoke_grace_ns = EXCLUDED.revoke_grace_ns, revoke_lease = EXCLUDED.revoke_lease`,
+			names, lastToken, lastFence, leaseToken, holders, ttl, expires, delay, owners, sessions, sessionTokens, members, graces)
 	}
 	var putRes, putKeys, delRes, delKeys []string
 	var putRevs, putTokens []int64
