@@ -20,6 +20,7 @@ const requireServers = "FENCE_REQUIRE_SERVERS"
 // and an exhaustive search by pan.
 type check struct {
 	name    string
+	model   string   // the model's file: fence.pml if ""
 	defines []string // spin -D flags
 	// fail is the outcome wanted: false, the search completes with no
 	// error; true, it finds an assertion violated.
@@ -59,7 +60,42 @@ var checks = []check{
 		what: "a write is accepted after a takeover or a restart"},
 	{name: "Reachable/LeaseRestored", defines: []string{"WITNESS=7"}, fail: true,
 		what: "a takeover or a restart restores a recorded lease"},
+
+	// The primitives (primitives.pml), each part on its own world.
+	{name: "Primitives/Shared", model: primitives, defines: []string{"PART=1"},
+		what: "shared groups keep every property beside exclusive leases, downgrades and revokes"},
+	{name: "Primitives/Multi", model: primitives, defines: []string{"PART=2"},
+		what: "multi-acquires keep every property"},
+	{name: "Primitives/Permits", model: primitives, defines: []string{"PART=3"},
+		what: "permits keep every property"},
+	{name: "Primitives/Sessions", model: primitives, defines: []string{"PART=4"},
+		what: "sessions keep every property"},
+	{name: "Primitives/SharedTokenReused", model: primitives, defines: []string{"PART=1", "SHARED_TOKEN_REUSED"}, fail: true,
+		what: "a shared group's token not raised past an exclusive one lets the paused exclusive holder write beside the group"},
+	{name: "Primitives/SharedBesideExclusive", model: primitives, defines: []string{"PART=1", "SHARED_BESIDE_EXCL"}, fail: true,
+		what: "a shared acquire that does not check for an exclusive lease holds beside it"},
+	{name: "Primitives/MultiHalf", model: primitives, defines: []string{"PART=2", "MULTI_HALF"}, fail: true,
+		what: "a multi-acquire that commits half holds a resource after it was refused"},
+	{name: "Primitives/PermitAnySlot", model: primitives, defines: []string{"PART=3", "PERMIT_ANY_SLOT"}, fail: true,
+		what: "a permit granted on a held slot makes more than the limit of holders"},
+	{name: "Primitives/SessionJoinEnded", model: primitives, defines: []string{"PART=4", "SESSION_JOIN_ENDED"}, fail: true,
+		what: "an acquire that does not check its session joins one that has ended"},
+	{name: "Primitives/Reachable/GroupSharesToken", model: primitives, defines: []string{"PART=1", "WITNESS=1"}, fail: true,
+		what: "a group of two holds with one token"},
+	{name: "Primitives/Reachable/ExclusiveFencedByGroup", model: primitives, defines: []string{"PART=1", "WITNESS=2"}, fail: true,
+		what: "a paused exclusive holder's write is refused while a group holds"},
+	{name: "Primitives/Reachable/Downgrade", model: primitives, defines: []string{"PART=1", "WITNESS=3"}, fail: true,
+		what: "an exclusive holder downgrades"},
+	{name: "Primitives/Reachable/MultiAcquire", model: primitives, defines: []string{"PART=2", "WITNESS=4"}, fail: true,
+		what: "a multi-acquire takes both resources"},
+	{name: "Primitives/Reachable/TwoPermits", model: primitives, defines: []string{"PART=3", "WITNESS=5"}, fail: true,
+		what: "two permits are held at once"},
+	{name: "Primitives/Reachable/SessionEndsLease", model: primitives, defines: []string{"PART=4", "WITNESS=6"}, fail: true,
+		what: "a session's end ends a lease in it"},
 }
+
+// primitives is the model of the primitives beyond one exclusive lease.
+const primitives = "primitives.pml"
 
 // Flags of the C compiler and of pan. SAFETY: safety properties only (no
 // cycle search), with full state storage (no bitstate hashing). NOREDUCE:
@@ -78,14 +114,17 @@ var (
 // With -short, only the model itself is checked.
 func TestModel(t *testing.T) {
 	spin, cc := tools(t)
-	model, err := os.ReadFile("fence.pml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
 			if testing.Short() && c.fail {
-				t.Skip("-short: only the model itself is checked")
+				t.Skip("-short: only the models themselves are checked")
+			}
+			if c.model == "" {
+				c.model = "fence.pml"
+			}
+			model, err := os.ReadFile(c.model)
+			if err != nil {
+				t.Fatal(err)
 			}
 			r := run(t, spin, cc, model, c)
 			if !c.fail {
@@ -157,14 +196,14 @@ var (
 func run(t *testing.T, spin, cc string, model []byte, c check) result {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "fence.pml"), model, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, c.model), model, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"-a"}
 	for _, d := range c.defines {
 		args = append(args, "-D"+d)
 	}
-	command(t, dir, spin, append(args, "fence.pml")...)
+	command(t, dir, spin, append(args, c.model)...)
 	opt := "-O2"
 	if c.fail {
 		opt = "-O0" // it stops at its first error: compiling fast matters more

@@ -211,9 +211,9 @@ type LockStatus struct {
 	Token     fence.Token `json:"token,omitempty"`
 	ExpiresAt string      `json:"expires_at,omitempty"`
 	LastToken fence.Token `json:"last_token"`
-	Session   *SessionRef `json:"session,omitempty"` // the held lease's, if it is in one
-	Mode      string      `json:"mode,omitempty"`    // ModeShared while a shared group holds it (Holder then absent)
-	Holders   []string    `json:"holders,omitempty"` // the shared group's holders, in byte order
+	Session   *SessionRef `json:"session,omitempty"`   // the held lease's, if it is in one
+	Mode      string      `json:"mode,omitempty"`      // ModeShared while a shared group holds it (Holder then absent)
+	Holders   []string    `json:"holders,omitempty"`   // the shared group's holders, in byte order
 	RevokeAt  string      `json:"revoke_at,omitempty"` // when the lease is revoked, its holder asked to let go
 }
 
@@ -244,9 +244,9 @@ type ListedLock struct {
 	Token     fence.Token `json:"token"`
 	ExpiresAt string      `json:"expires_at"`
 	Waiters   int         `json:"waiters"`
-	Session   *SessionRef `json:"session,omitempty"` // the lease's, if it is in one
-	Mode      string      `json:"mode,omitempty"`    // ModeShared for a shared group ("holder" is then "")
-	Holders   []string    `json:"holders,omitempty"` // the shared group's holders, in byte order
+	Session   *SessionRef `json:"session,omitempty"`   // the lease's, if it is in one
+	Mode      string      `json:"mode,omitempty"`      // ModeShared for a shared group ("holder" is then "")
+	Holders   []string    `json:"holders,omitempty"`   // the shared group's holders, in byte order
 	RevokeAt  string      `json:"revoke_at,omitempty"` // when the lease is revoked, its holder asked to let go
 }
 
