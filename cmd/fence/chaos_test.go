@@ -143,45 +143,54 @@ func TestChaos_TLSAuth(t *testing.T) {
 	}
 }
 
-// TestChaos_Sessions runs the session workload: each client keeps one
-// session and takes every lease in it, so that a paused client's session
-// and its leases expire together. Fencing must hold, no lease may be
-// granted while another could run (lease-exclusive, timed by the
-// sessions), and the paused clients' writes must be fenced; runs that did
-// not pause a client past its TTL run again, longer.
-func TestChaos_Sessions(t *testing.T) {
-	var rep chaosResult
-	for _, dur := range []string{"6s", "12s", "24s"} {
-		var code int
-		rep, code, _ = runChaos(t, "--workload", "session", "--duration", dur, "--seed", "7", "--faults", "pause,kill", "--fault-every", "500ms")
-		if code != 0 || !rep.OK || rep.Violations != 0 || rep.LostAckedWrites != 0 {
-			t.Fatalf("%s: exit %d, report %+v; history %s", dur, code, rep, rep.History)
-		}
-		if rep.Accepted > 0 && rep.PausesPastTTL > 0 && rep.Fenced > 0 {
-			return
-		}
+// TestChaos_Workloads runs each workload of holds but the default one
+// under pauses and kills: sessions (a paused client's session, and every
+// lease in it, expires at once), shared holds (readers and writers of one
+// resource never hold beside each other) and permits (never more than a
+// semaphore's limit); a paused holder's write is fenced. A run too short
+// for a fenced write runs again, longer.
+func TestChaos_Workloads(t *testing.T) {
+	for _, workload := range []string{"session", "shared", "semaphore"} {
+		t.Run(workload, func(t *testing.T) {
+			var rep chaosResult
+			for _, dur := range []string{"6s", "12s", "24s"} {
+				var code int
+				rep, code, _ = runChaos(t, "--workload", workload, "--duration", dur, "--seed", "7", "--faults", "pause,kill", "--fault-every", "500ms")
+				if code != 0 || !rep.OK || rep.Violations != 0 || rep.LostAckedWrites != 0 {
+					t.Fatalf("%s: exit %d, report %+v; history %s", dur, code, rep, rep.History)
+				}
+				if rep.Accepted > 0 && rep.PausesPastTTL > 0 && rep.Fenced > 0 {
+					return
+				}
+			}
+			t.Fatalf("no run fenced a paused client's write: %+v", rep)
+		})
 	}
-	t.Fatalf("no run fenced a paused client's write: %+v", rep)
 }
 
-// TestChaos_SessionsUnsafe is the session workload's negative control: on
-// storage that ignores tokens, the stale writes of clients whose sessions
-// expired while they were paused must be found. The runs go on, longer,
-// until a stale write is sent.
-func TestChaos_SessionsUnsafe(t *testing.T) {
-	var rep chaosResult
-	var code int
-	for _, d := range []string{"6s", "12s", "24s", "48s"} {
-		rep, code, _ = runChaos(t, "--workload", "session", "--duration", d, "--seed", "2", "--unsafe", "--faults", "pause", "--fault-every", "300ms")
-		if rep.StaleAttempts > 0 {
-			break
-		}
-	}
-	if rep.StaleAttempts == 0 {
-		t.Fatalf("no stale write was sent in 90 s of pauses: %+v", rep)
-	}
-	if code != exitViolation || rep.Violations == 0 || rep.Checkers["stale-accepted"] == 0 {
-		t.Fatalf("exit %d, report %+v: want stale-accepted violations", code, rep)
+// TestChaos_WorkloadsUnsafe is the negative control of the session and
+// shared workloads: on storage that ignores tokens, the stale writes of
+// paused holders (whose sessions expired, or whose shared or exclusive
+// holds were taken over) must be found. The runs go on, longer, until a
+// stale write is sent.
+func TestChaos_WorkloadsUnsafe(t *testing.T) {
+	for _, workload := range []string{"session", "shared"} {
+		t.Run(workload, func(t *testing.T) {
+			var rep chaosResult
+			var code int
+			for _, d := range []string{"6s", "12s", "24s", "48s"} {
+				rep, code, _ = runChaos(t, "--workload", workload, "--duration", d, "--seed", "2", "--unsafe", "--faults", "pause", "--fault-every", "300ms")
+				if rep.StaleAttempts > 0 {
+					break
+				}
+			}
+			if rep.StaleAttempts == 0 {
+				t.Fatalf("no stale write was sent in 90 s of pauses: %+v", rep)
+			}
+			if code != exitViolation || rep.Violations == 0 || rep.Checkers["stale-accepted"] == 0 {
+				t.Fatalf("exit %d, report %+v: want stale-accepted violations", code, rep)
+			}
+		})
 	}
 }
 

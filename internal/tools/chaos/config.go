@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -157,7 +158,22 @@ const (
 	// that a paused client's session, and every lease in it, expires at
 	// once.
 	WorkloadSession = "session"
+	// WorkloadSemaphore: each cycle takes one of the SemaphoreLimit permits
+	// of its resource, and reads and writes the keys of the permit's slot
+	// resource with the slot's token.
+	WorkloadSemaphore = "semaphore"
+	// WorkloadShared: half of the cycles hold their resource shared and
+	// write, with the group's token, the client's own key of it (so that
+	// holders writing at once write different keys); the others hold it
+	// exclusively, as WorkloadLock does.
+	WorkloadShared = "shared"
 )
+
+// SemaphoreLimit is the limit of the semaphores of WorkloadSemaphore.
+const SemaphoreLimit = 2
+
+// workloads are the workloads a run may have.
+var workloads = []string{WorkloadLock, WorkloadSession, WorkloadSemaphore, WorkloadShared}
 
 // Validate checks c and fills defaults.
 func (c *Config) Validate() error {
@@ -179,8 +195,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("chaos: ttl must be 100ms..1m, not %s", c.TTL)
 	case c.FaultEvery < 10*time.Millisecond || c.FaultEvery > time.Hour:
 		return fmt.Errorf("chaos: fault-every must be 10ms..1h, not %s", c.FaultEvery)
-	case c.Workload != "" && c.Workload != WorkloadLock && c.Workload != WorkloadSession:
-		return fmt.Errorf("chaos: unknown workload %q (want %s or %s)", c.Workload, WorkloadLock, WorkloadSession)
+	case c.Workload != "" && !slices.Contains(workloads, c.Workload):
+		return fmt.Errorf("chaos: unknown workload %q (want one of %s)", c.Workload, strings.Join(workloads, ", "))
+	case (c.Workload == WorkloadSemaphore || c.Workload == WorkloadShared) && c.Guard != "":
+		return fmt.Errorf("chaos: the %s workload writes fence's own storage: it does not run with a guard", c.Workload)
 	case c.FaultEvery*2/5 >= c.Duration && len(c.Faults) > 0:
 		return fmt.Errorf("chaos: fault-every %s: its shortest gap, %s, is not shorter than the duration %s, so no fault would come (--faults '' runs none)", c.FaultEvery, c.FaultEvery*2/5, c.Duration)
 	}

@@ -120,9 +120,9 @@ func (r *run) readEveryKey() {
 	if err != nil {
 		return
 	}
-	for res := range r.cfg.Resources {
-		for k := range r.cfg.Keys {
-			resource, key := "r"+strconv.Itoa(res), r.keyPrefix+"k"+strconv.Itoa(k)
+	resources, keys := r.workloadKeys()
+	for _, resource := range resources {
+		for _, key := range keys {
 			op := history.Op{ID: r.harnessID(), Client: -1, Kind: history.KindRead, Resource: resource, Key: key, Call: r.now()}
 			item, err := store.Get(context.Background(), resource, key)
 			if errors.Is(err, fence.ErrNotFound) {
@@ -147,13 +147,13 @@ func (r *run) recordRestored() error {
 		return err
 	}
 	ctx := context.Background()
-	for res := range r.cfg.Resources {
-		resource := "r" + strconv.Itoa(res)
+	resources, keys := r.workloadKeys()
+	for _, resource := range resources {
 		op := history.Op{ID: r.harnessID(), Client: -1, Kind: history.KindRestore, Resource: resource, Call: r.now()}
 		fenced, err := store.Fence(ctx, resource)
 		op.Token = uint64(fenced)
-		for k := 0; k < r.cfg.Keys && err == nil; k++ {
-			key := r.keyPrefix + "k" + strconv.Itoa(k)
+		for i := 0; i < len(keys) && err == nil; i++ {
+			key := keys[i]
 			var item fence.Item
 			if item, err = store.Get(ctx, resource, key); errors.Is(err, fence.ErrNotFound) {
 				err = nil
@@ -224,4 +224,29 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return errors.Join(out.Sync(), out.Close())
+}
+
+// workloadKeys returns the resources whose keys the workload writes (each
+// semaphore's slots, with WorkloadSemaphore) and those keys (and each
+// client's own, with WorkloadShared).
+func (r *run) workloadKeys() (resources, keys []string) {
+	for res := range r.cfg.Resources {
+		name := "r" + strconv.Itoa(res)
+		if r.cfg.Workload != WorkloadSemaphore {
+			resources = append(resources, name)
+			continue
+		}
+		for i := 1; i <= SemaphoreLimit; i++ {
+			resources = append(resources, fence.SlotResource(name, i, SemaphoreLimit))
+		}
+	}
+	for k := range r.cfg.Keys {
+		keys = append(keys, r.keyPrefix+"k"+strconv.Itoa(k))
+	}
+	if r.cfg.Workload == WorkloadShared {
+		for c := range r.cfg.Clients {
+			keys = append(keys, SharedKey(r.keyPrefix, c))
+		}
+	}
+	return resources, keys
 }

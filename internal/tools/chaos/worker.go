@@ -36,7 +36,7 @@ type WorkerConfig struct {
 	TTL        time.Duration // lease TTL
 	Timeout    time.Duration // per request
 	TxnPercent int           // share of cycles that are two-resource transactions
-	Workload   string        // WorkloadLock ("" too) or WorkloadSession
+	Workload   string        // WorkloadLock ("" too), WorkloadSession, WorkloadSemaphore or WorkloadShared
 	Think      time.Duration // mean pause between two cycles: keeps histories checkable
 	Seed       uint64
 	Start      int64 // the run's start, Unix ns: history times count from it
@@ -155,7 +155,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
 		go w.keepSession(ctx)
 	}
 	for ctx.Err() == nil {
-		if cfg.Resources >= 2 && w.rng.IntN(100) < cfg.TxnPercent {
+		if cfg.Resources >= 2 && w.rng.IntN(100) < cfg.TxnPercent && cfg.Workload != WorkloadSemaphore {
 			w.txnCycle(ctx)
 		} else {
 			w.cycle(ctx)
@@ -262,37 +262,59 @@ func (w *worker) keepSession(ctx context.Context) {
 	}
 }
 
-// acquire acquires resource, waiting up to two TTLs, in the client's
-// session with WorkloadSession; it returns the token, or 0.
-func (w *worker) acquire(ctx context.Context, resource string) fence.Token {
+// hold is how a cycle holds its resource.
+type hold int
+
+const (
+	holdLock   hold = iota // an exclusive lease (in the client's session with WorkloadSession)
+	holdShared             // a shared hold
+	holdPermit             // one of the SemaphoreLimit permits: a lease on a slot resource
+)
+
+// acquire acquires resource as the hold h, waiting up to two TTLs; it
+// returns the lease (the slot's, for a permit), or one with token 0.
+func (w *worker) acquire(ctx context.Context, resource string, h hold) fence.Lease {
 	ttl := w.cfg.TTL
-	op := history.Op{Kind: history.KindAcquire, Resource: resource}
+	op := history.Op{Kind: history.KindAcquire, Resource: resource, Shared: h == holdShared}
 	if w.cfg.Workload == WorkloadSession {
 		w.sessMu.Lock()
 		ref, at := w.session, w.sessionAt
 		w.sessMu.Unlock()
 		if ref.IsZero() {
 			w.backoff(ctx) // no session open now: nothing to acquire in
-			return 0
+			return fence.Lease{}
 		}
 		ctx, ttl = fence.WithSession(ctx, ref), 0 // the session's
 		op.Until = at + int64(w.cfg.TTL)
 	}
 	op.Call = w.now()
-	l, err := w.locks.Acquire(ctx, resource, w.holder, ttl, 2*w.cfg.TTL)
+	var l fence.Lease
+	var err error
+	switch h {
+	case holdShared:
+		l, err = w.locks.AcquireShared(ctx, resource, w.holder, ttl, 2*w.cfg.TTL)
+	case holdPermit:
+		l, err = w.locks.AcquirePermit(ctx, resource, w.holder, SemaphoreLimit, ttl, 2*w.cfg.TTL)
+		op.Resource = l.Resource // the slot's; the semaphore's if none was granted
+		if op.Resource == "" {
+			op.Resource = resource
+		}
+	default:
+		l, err = w.locks.Acquire(ctx, resource, w.holder, ttl, 2*w.cfg.TTL)
+	}
 	op.Token = uint64(l.Token)
 	if errors.Is(err, fence.ErrLockHeld) {
 		// Not an operation on the data: nothing to record but the attempt.
 		op.Outcome, op.Return = history.Rejected, w.now()
 		w.record(op)
-		return 0
+		return fence.Lease{}
 	}
 	op = w.finish(op, err)
 	if op.Outcome != history.OK {
 		w.backoff(ctx)
-		return 0
+		return fence.Lease{}
 	}
-	return l.Token
+	return l
 }
 
 // pauseIfArmed stops at a pause point when the harness asked for one: it
@@ -346,21 +368,48 @@ func (w *worker) write(ctx context.Context, resource, key, value string, token f
 	return w.finish(op, err).Outcome
 }
 
-func (w *worker) release(ctx context.Context, resource string, token fence.Token) {
-	op := history.Op{Kind: history.KindRelease, Resource: resource, Token: uint64(token), Call: w.now()}
-	w.finish(op, w.locks.Release(ctx, resource, token))
+func (w *worker) release(ctx context.Context, l fence.Lease) {
+	op := history.Op{Kind: history.KindRelease, Resource: l.Resource, Token: uint64(l.Token), Shared: l.Shared, Call: w.now()}
+	var err error
+	if l.Shared {
+		err = w.locks.ReleaseShared(ctx, l.Resource, l.Holder, l.Token)
+	} else {
+		err = w.locks.Release(ctx, l.Resource, l.Token)
+	}
+	w.finish(op, err)
 }
 
-// cycle is acquire -> read -> write (one or two keys) -> release.
+// sharedKey is the key that the client writes under a shared hold: its
+// own, so that the holders of a group, writing at once, lose nothing.
+func (w *worker) sharedKey() string { return SharedKey(w.cfg.KeyPrefix, w.cfg.Client) }
+
+// SharedKey is the key that client writes under its shared holds
+// (WorkloadShared), with the run's key prefix.
+func SharedKey(prefix string, client int) string { return prefix + "s" + strconv.Itoa(client) }
+
+// cycle is acquire -> read -> write (one or two keys) -> release: of a
+// lock, a shared hold (the client's own key) or a permit (the slot's keys),
+// as the workload has it.
 func (w *worker) cycle(ctx context.Context) {
 	resource := w.resource(w.rng.IntN(w.cfg.Resources))
-	token := w.acquire(ctx, resource)
-	if token == 0 {
+	h := holdLock
+	switch {
+	case w.cfg.Workload == WorkloadSemaphore:
+		h = holdPermit
+	case w.cfg.Workload == WorkloadShared && w.rng.IntN(2) == 0:
+		h = holdShared
+	}
+	l := w.acquire(ctx, resource, h)
+	if l.Token == 0 {
 		return
 	}
+	resource, token := l.Resource, l.Token
 	w.pauseIfArmed(resource, token)
 	for range 1 + w.rng.IntN(2) {
 		key := w.key()
+		if h == holdShared {
+			key = w.sharedKey()
+		}
 		value, ok := w.read(ctx, resource, key)
 		if !ok {
 			break
@@ -370,7 +419,7 @@ func (w *worker) cycle(ctx context.Context) {
 			break // fenced, or unknown: stop writing under this lease
 		}
 	}
-	w.release(ctx, resource, token)
+	w.release(ctx, l)
 }
 
 // txnCycle acquires two resources (in order, so that clients never wait on
@@ -384,16 +433,17 @@ func (w *worker) txnCycle(ctx context.Context) {
 		a, b = b, a
 	}
 	ra, rb := w.resource(a), w.resource(b)
-	ta := w.acquire(ctx, ra)
-	if ta == 0 {
+	la := w.acquire(ctx, ra, holdLock)
+	if la.Token == 0 {
 		return
 	}
-	defer w.release(ctx, ra, ta)
-	tb := w.acquire(ctx, rb)
-	if tb == 0 {
+	defer w.release(ctx, la)
+	lb := w.acquire(ctx, rb, holdLock)
+	if lb.Token == 0 {
 		return
 	}
-	defer w.release(ctx, rb, tb)
+	defer w.release(ctx, lb)
+	ta, tb := la.Token, lb.Token
 	w.pauseIfArmed(ra, ta)
 	ka, kb := w.key(), w.key()
 	va, ok := w.read(ctx, ra, ka)

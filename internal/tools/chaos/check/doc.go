@@ -22,7 +22,10 @@
 //   - lease-exclusive (with Options.TTL): no grant returned while another
 //     client's lease, at least a TTL from its acquire's call, could still
 //     run unreleased: no lease ended early for its holder, whatever a
-//     server's clock did.
+//     server's clock did. The holders of a shared group hold at once (one
+//     token), but no exclusive lease beside any of them; and a semaphore
+//     never has more permits held, across its slots, than its limit (the
+//     one cross-resource check, counted in the first pass).
 //
 // Every checker judges each resource on its own, a txn in each resource it
 // writes, so the history is judged one resource at a time: Check takes one

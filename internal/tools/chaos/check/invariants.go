@@ -121,7 +121,9 @@ func (j *judge) staleResult() Result {
 
 // checkTokenMonotonic: per resource, grants in real-time order have strictly
 // increasing tokens (one client's retry may get its token again), no token
-// goes to two clients, and no token is granted again after its release.
+// goes to two clients, and no token is granted again after its release;
+// but a shared group's token goes to every holder that joins it, while
+// others have left.
 func (j *judge) checkTokenMonotonic(h *hist) {
 	var grants []*history.Op
 	released := make(map[uint64]*history.Op) // token -> first ok release
@@ -161,11 +163,11 @@ func (j *judge) checkTokenMonotonic(h *hist) {
 		}
 		if first, ok := owner[op.Token]; !ok {
 			owner[op.Token] = op
-		} else if first.Client != op.Client {
+		} else if first.Client != op.Client && !(first.Shared && op.Shared) {
 			add(fmt.Sprintf("resource %q: token %d was granted to client %d (op %d) and to client %d (op %d)",
 				r, op.Token, first.Client, first.ID, op.Client, op.ID), op.ID, first.ID)
 		}
-		if rel := released[op.Token]; rel != nil && h.ret(rel) < op.Call {
+		if rel := released[op.Token]; rel != nil && h.ret(rel) < op.Call && !op.Shared {
 			add(fmt.Sprintf("resource %q: %s got token %d again after %s had released it",
 				r, describe(op), op.Token, describe(rel)), op.ID, rel.ID)
 		}

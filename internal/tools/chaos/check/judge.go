@@ -291,6 +291,9 @@ type judge struct {
 	searchTime time.Duration
 
 	tokenOrder, stale, monotonic, lost, lin, leases tally
+	// The permits of semaphores, across their slots (checkPermits).
+	permitGrants   []*history.Op
+	permitReleases map[slotHold]int64
 	// The counts behind the notes.
 	toResources, toNoRev    int
 	tmResources             int
@@ -314,8 +317,8 @@ func newJudge(opts Options, faults []history.Fault) *judge {
 		rep:        Report{Counts: make(map[string]int)},
 		keyRes:     make(map[string]string),
 		sizes:      make(map[string]int),
-		unresolved: make(map[string]int),
-		staleOps:   make(map[int64]bool),
+		unresolved: make(map[string]int), permitReleases: make(map[slotHold]int64),
+		staleOps: make(map[int64]bool),
 	}
 	for _, t := range []*tally{&j.tokenOrder, &j.stale, &j.monotonic, &j.lost, &j.lin, &j.leases} {
 		t.max = opts.MaxViolations
@@ -331,6 +334,7 @@ func (j *judge) scan(op *history.Op) {
 		j.rep.Fenced++
 	}
 	j.maxT = max(j.maxT, op.Call, op.Return)
+	j.notePermit(op)
 	for _, w := range writesOf(op, 0) {
 		if r, seen := j.keyRes[w.key]; seen && r != w.resource {
 			j.keyRes[w.key] = ""
@@ -445,6 +449,7 @@ func (j *judge) report() Report {
 	rep.Faults = len(j.faults)
 	rep.Linearizability.DurationMS = j.searchTime.Milliseconds()
 	defer j.progress(Progress{Done: j.judged, Total: len(j.sizes)})
+	j.checkPermits()
 	rep.Checkers = []Result{
 		j.tokenOrderResult(),
 		j.staleResult(),

@@ -3,15 +3,24 @@ package check
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
+	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/internal/tools/chaos/history"
 )
 
 // leaseSlack is what lease-exclusive allows for the clocks of the
 // processes that stamp the history, which are read at different moments.
 const leaseSlack = 2 * time.Millisecond
+
+// holdKey names one holder's hold: a token and the client it was granted
+// to (the holders of a shared group share its token).
+type holdKey struct {
+	token  uint64
+	client int
+}
 
 // checkLeaseExclusive: no lease is granted while another client's could
 // still run. A grant's lease runs for at least Options.TTL from its
@@ -23,6 +32,10 @@ const leaseSlack = 2 * time.Millisecond
 // restore of a backup, which ends every lease. A grant in between ended a
 // lease early for its holder, who still believed it held the lock: what a
 // server whose clock jumped ahead, and timed its leases by it, would do.
+// The grants of one token are one hold: one holder's lease (granted again
+// to the same holder's retries), or a shared group, whose holders hold at
+// once; so every grant of the next token must come after every hold of
+// the token before it has ended: never shared beside exclusive.
 // It needs Options.TTL; without it the checker checks nothing.
 func (j *judge) checkLeaseExclusive(h *hist) {
 	ttl := int64(j.opts.TTL)
@@ -30,8 +43,8 @@ func (j *judge) checkLeaseExclusive(h *hist) {
 		return
 	}
 	var grants []*history.Op
-	released := make(map[uint64]int64) // token -> first call of a release sent
-	var restores []int64               // calls of the resource's restores
+	released := make(map[holdKey]int64) // -> first call of a release sent
+	var restores []int64                // calls of the resource's restores
 	for _, op := range h.ops {
 		if op.Resource != h.resource {
 			continue
@@ -40,8 +53,9 @@ func (j *judge) checkLeaseExclusive(h *hist) {
 		case op.Kind == history.KindAcquire && op.Outcome == history.OK:
 			grants = append(grants, op)
 		case op.Kind == history.KindRelease && op.Outcome != history.Fail:
-			if at, ok := released[op.Token]; !ok || op.Call < at {
-				released[op.Token] = op.Call
+			k := holdKey{op.Token, op.Client}
+			if at, ok := released[k]; !ok || op.Call < at {
+				released[k] = op.Call
 			}
 		case op.Kind == history.KindRestore:
 			restores = append(restores, op.Call)
@@ -49,32 +63,134 @@ func (j *judge) checkLeaseExclusive(h *hist) {
 	}
 	slices.SortFunc(grants, func(a, b *history.Op) int { return cmp.Or(cmp.Compare(a.Token, b.Token), cmp.Compare(a.Call, b.Call)) })
 	j.leases.checked += len(grants)
-	for i := 1; i < len(grants); i++ {
-		prev, next := grants[i-1], grants[i]
-		if next.Token == prev.Token {
-			continue // the same holder again: its lease refreshed
-		}
-		until := prev.Call + ttl
+	// ran reports whether prev's hold could still run when next returned.
+	ran := func(prev, next *history.Op) (until int64, ok bool) {
+		until = prev.Call + ttl
 		if prev.Until != 0 {
 			until = prev.Until // in a session: it ends with the session
 		}
-		ends := until - int64(leaseSlack)
 		ret := h.ret(next)
-		if ret >= ends {
-			continue
+		if ret >= until-int64(leaseSlack) {
+			return until, false
 		}
-		if at, ok := released[prev.Token]; ok && at < ret {
-			continue
+		if at, ok := released[holdKey{prev.Token, prev.Client}]; ok && at < ret {
+			return until, false
 		}
 		if slices.ContainsFunc(restores, func(at int64) bool { return at > prev.Call && at < ret }) {
+			return until, false
+		}
+		return until, true
+	}
+	var prevHold []*history.Op // the grants of the token before
+	for start := 0; start < len(grants); {
+		end := start + 1
+		for end < len(grants) && grants[end].Token == grants[start].Token {
+			end++
+		}
+		hold := grants[start:end]
+	nexts:
+		for _, next := range hold {
+			for _, prev := range prevHold {
+				until, running := ran(prev, next)
+				if !running {
+					continue
+				}
+				kind := func(op *history.Op) string {
+					if op.Shared {
+						return "shared hold"
+					}
+					return "lease"
+				}
+				j.leases.add(j.next(), 0, Violation{
+					Checker: LeaseExclusive,
+					Message: fmt.Sprintf("resource %q: %s got token %d (a %s), returning at %d ns, while the %s of token %d that %s had got (invoked at %d ns, TTL %s) could run until %d ns and was not released",
+						h.resource, describe(next), next.Token, kind(next), h.ret(next), kind(prev), prev.Token, describe(prev), prev.Call, time.Duration(ttl), until),
+					Ops: []int64{next.ID, prev.ID},
+				})
+				continue nexts // one violation per grant
+			}
+		}
+		prevHold, start = hold, end
+	}
+}
+
+// permitHold is one permit granted: its slot's grant, and the release of
+// it, if one was sent.
+type permitHold struct {
+	grant    *history.Op
+	released int64 // the first call of a release sent; 0 if none
+}
+
+// notePermit collects, in the first pass, the grants and releases of the
+// slots of semaphores (fence.SlotResource names), which checkPermits
+// counts across the slots once the history is read.
+func (j *judge) notePermit(op *history.Op) {
+	if _, _, _, ok := fence.ParseSlot(op.Resource); !ok {
+		return
+	}
+	switch {
+	case op.Kind == history.KindAcquire && op.Outcome == history.OK:
+		g := *op
+		j.permitGrants = append(j.permitGrants, &g)
+	case op.Kind == history.KindRelease && op.Outcome != history.Fail:
+		k := slotHold{op.Resource, holdKey{op.Token, op.Client}}
+		if at, ok := j.permitReleases[k]; !ok || op.Call < at {
+			j.permitReleases[k] = op.Call
+		}
+	}
+}
+
+// slotHold names a hold of one slot.
+type slotHold struct {
+	slot string
+	holdKey
+}
+
+// checkPermits: never more than N permits of a semaphore of limit N held
+// at once, counting each permit as held from its grant's return until a
+// TTL after its acquire's call or the release's call, whichever is first
+// (so that what is counted surely overlapped). Part of lease-exclusive.
+func (j *judge) checkPermits() {
+	ttl := int64(j.opts.TTL)
+	if ttl <= 0 || len(j.permitGrants) == 0 {
+		return
+	}
+	type edge struct {
+		at    int64
+		delta int
+		op    *history.Op
+	}
+	bySem := make(map[string][]edge)
+	limits := make(map[string]int)
+	for _, g := range j.permitGrants {
+		base, _, n, _ := fence.ParseSlot(g.Resource)
+		limits[base] = n
+		from, until := max(g.Return, g.Call), g.Call+ttl-int64(leaseSlack)
+		if at, ok := j.permitReleases[slotHold{g.Resource, holdKey{g.Token, g.Client}}]; ok {
+			until = min(until, at)
+		}
+		if until <= from {
 			continue
 		}
-		j.leases.add(j.next(), 0, Violation{
-			Checker: LeaseExclusive,
-			Message: fmt.Sprintf("resource %q: %s got token %d, returning at %d ns, while the lease of token %d that %s had got (invoked at %d ns, TTL %s) could run until %d ns and was not released",
-				h.resource, describe(next), next.Token, ret, prev.Token, describe(prev), prev.Call, time.Duration(ttl), until),
-			Ops: []int64{next.ID, prev.ID},
-		})
+		bySem[base] = append(bySem[base], edge{from, 1, g}, edge{until, -1, g})
+	}
+	for _, base := range slices.Sorted(maps.Keys(bySem)) {
+		edges := bySem[base]
+		// Ends before starts at one instant: holds that only touch do not overlap.
+		slices.SortFunc(edges, func(a, b edge) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta)) })
+		held := 0
+		for _, e := range edges {
+			held += e.delta
+			if e.delta > 0 && held > limits[base] {
+				j.leases.add(j.next(), 0, Violation{
+					Checker: LeaseExclusive,
+					Message: fmt.Sprintf("semaphore %q: %s got a permit on %s (token %d) at %d ns, while %d permits were held already: more than its limit %d",
+						base, describe(e.op), e.op.Resource, e.op.Token, e.at, held-1, limits[base]),
+					Ops: []int64{e.op.ID},
+				})
+				break // one violation per semaphore
+			}
+		}
 	}
 }
 

@@ -78,6 +78,58 @@ func TestLeaseExclusive(t *testing.T) {
 		id := b.acquire(1, "r", 2, 600*ms, 650*ms)
 		wantViolation(t, check1(t, b, check.LeaseExclusive), check.LeaseExclusive, id, "could run until 700000000 ns")
 	})
+	// The holders of a shared group hold at once, with one token; an
+	// exclusive grant must come after every one of them has ended.
+	shared := func(b *builder, client int, token uint64, call, ret int64) int64 {
+		return b.add(history.Op{Client: client, Kind: history.KindAcquire, Resource: "r", Token: token, Call: call, Return: ret, Shared: true, Outcome: history.OK})
+	}
+	t.Run("a shared group", func(t *testing.T) {
+		b := &builder{}
+		shared(b, 0, 1, 0, 10)
+		shared(b, 1, 1, 20, 30)
+		b.release(0, "r", 1, 40, 50)
+		b.release(1, "r", 1, 60, 70)
+		b.acquire(2, "r", 2, 65, 80) // after both releases were sent
+		check1(t, b)
+	})
+	t.Run("exclusive beside a shared holder", func(t *testing.T) {
+		b := &builder{}
+		shared(b, 0, 1, 0, 10)
+		late := shared(b, 1, 1, 20, 30)
+		b.release(0, "r", 1, 40, 50)
+		id := b.acquire(2, "r", 2, 65, 80) // the second holder never released
+		rep := check1(t, b, check.LeaseExclusive)
+		wantViolation(t, rep, check.LeaseExclusive, id, "the shared hold of token 1")
+		if v := rep.Result(check.LeaseExclusive).Violations[0]; v.Ops[1] != late {
+			t.Fatalf("the violation names %v, not the shared hold still running %d", v.Ops, late)
+		}
+	})
+	t.Run("shared beside an exclusive lease", func(t *testing.T) {
+		b := &builder{}
+		b.acquire(0, "r", 1, 0, 10)
+		id := shared(b, 1, 2, 20, 30)
+		wantViolation(t, check1(t, b, check.LeaseExclusive), check.LeaseExclusive, id, "(a shared hold)")
+	})
+	// A semaphore's permits: each slot exclusive, and never more than its
+	// limit held across its slots.
+	permit := func(b *builder, client int, slot string, token uint64, call, ret int64) int64 {
+		return b.add(history.Op{Client: client, Kind: history.KindAcquire, Resource: slot, Token: token, Call: call, Return: ret, Outcome: history.OK})
+	}
+	t.Run("permits within the limit", func(t *testing.T) {
+		b := &builder{}
+		permit(b, 0, "s/permit-1-of-2", 1, 0, 10)
+		permit(b, 1, "s/permit-2-of-2", 1, 20, 30)
+		b.release(0, "s/permit-1-of-2", 1, 40, 50)
+		permit(b, 2, "s/permit-1-of-2", 2, 45, 60)
+		check1(t, b)
+	})
+	t.Run("permits beyond the limit", func(t *testing.T) {
+		b := &builder{}
+		permit(b, 0, "s/permit-1-of-1", 1, 0, 10)
+		id := permit(b, 1, "s/permit-1-of-1", 2, 20, 30) // the slot exclusive broken too
+		rep := check1(t, b, check.LeaseExclusive)
+		wantViolation(t, rep, check.LeaseExclusive, id, "more than its limit 1")
+	})
 	t.Run("no TTL, not checked", func(t *testing.T) {
 		b := &builder{}
 		b.acquire(0, "r", 1, 0, 10)

@@ -99,6 +99,10 @@ type Op struct {
 	// last renewal's call plus the TTL, for the lease ends with its session,
 	// not a TTL after its own acquire. 0 otherwise.
 	Until int64 `json:"until,omitempty"`
+	// Shared is, for an acquire and a release, a shared hold's: holders of
+	// one group share its token, and hold the resource at once. A permit's
+	// acquire names its slot resource (fence.SlotResource) as Resource.
+	Shared bool `json:"shared,omitempty"`
 	// Outcome is ok, fenced, rejected, fail or unknown.
 	Outcome Outcome `json:"outcome"`
 	// Error is the error the client saw, if any, for humans.
