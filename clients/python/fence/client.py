@@ -26,11 +26,13 @@ from .types import (
     LockPage,
     LockStatus,
     Put,
+    RevokeAsked,
     RevokeResult,
     SessionRef,
     Transferred,
     WriteResult,
     check_token,
+    parse_time,
 )
 from .watch import Watch
 
@@ -230,6 +232,7 @@ class Client:
         *,
         limit: Optional[int] = None,
         session: Any = None,
+        shared: bool = False,
     ) -> LeaseInfo:
         """Acquire ``resource`` for ``holder`` once, without keepalive: the
         answer of POST /v1/locks/{resource}/acquire. The lease runs out after
@@ -253,7 +256,15 @@ class Client:
         session's renewals renew it (its own renew is
         :class:`fence.BadRequestError`), and it ends with the session. A
         session that is not open is :class:`fence.LeaseLostError`. ``ttl``
-        None is ``DEFAULT_TTL`` outside a session."""
+        None is ``DEFAULT_TTL`` outside a session.
+
+        With ``shared`` the hold is shared (a read lock): beside any number
+        of other shared holders and no exclusive one, with their group's
+        token (the answer's ``shared`` is True); renew and release it with
+        its ``holder``. An exclusive holder acquiring shared downgrades; a
+        shared holder acquiring exclusively is
+        :class:`fence.BadRequestError`. A shared hold takes no ``limit`` and
+        no ``session``."""
         ref = SessionRef.of(session) if session is not None else None
         wait_s = _seconds(wait, "wait")
         b: Dict[str, Any] = {"holder": holder, "wait_ms": _ms(wait_s)}
@@ -264,25 +275,36 @@ class Client:
             b["limit"] = lim
         if ref is not None:
             b["session"] = {"resource": ref.resource, "token": ref.token}
+        if shared:
+            b["mode"] = "shared"
         body = json.dumps(b).encode()
         req = Request("POST", "/v1/locks/%s/acquire" % _seg(resource, "resource"), body=body, retryable=True, extra_timeout=max(0.0, wait_s))
         return self._json(req, decode=LeaseInfo.from_json)
 
-    def renew(self, resource: str, token: int, ttl: Optional[Seconds] = None, *, _call: Optional[Call] = None) -> LeaseInfo:
+    def renew(
+        self, resource: str, token: int, ttl: Optional[Seconds] = None, *, holder: Optional[str] = None, _call: Optional[Call] = None
+    ) -> LeaseInfo:
         """Renew the lease ``token`` of ``resource`` for ``ttl`` seconds (None:
         its current TTL). Raises :class:`fence.LeaseLostError` if it is not the
-        current, unexpired lease."""
+        current, unexpired lease. ``holder`` names the lease's holder:
+        required for a shared hold, whose token is its group's."""
         b: Dict[str, Any] = {"token": check_token(token)}
         if ttl is not None:
             b["ttl_ms"] = _ms(_seconds(ttl, "ttl"))
+        if holder is not None:
+            b["holder"] = holder
         req = Request("POST", "/v1/locks/%s/renew" % _seg(resource, "resource"), body=json.dumps(b).encode(), retryable=True)
         return self._json(req, _call, LeaseInfo.from_json)
 
-    def release(self, resource: str, token: int) -> None:
+    def release(self, resource: str, token: int, *, holder: Optional[str] = None) -> None:
         """Release the lease ``token`` of ``resource``. Raises
         :class:`fence.LeaseLostError` if it is not the current lease (a stale
-        token never releases a newer holder's lease)."""
-        body = json.dumps({"token": check_token(token)}).encode()
+        token never releases a newer holder's lease). ``holder`` names the
+        lease's holder: required for a shared hold."""
+        b: Dict[str, Any] = {"token": check_token(token)}
+        if holder is not None:
+            b["holder"] = holder
+        body = json.dumps(b).encode()
         self._t.do(Request("POST", "/v1/locks/%s/release" % _seg(resource, "resource"), body=body, retryable=True))
 
     def acquire(
@@ -294,6 +316,7 @@ class Client:
         holder: Optional[str] = None,
         safety_margin: Optional[Seconds] = None,
         limit: Optional[int] = None,
+        shared: bool = False,
     ) -> Lease:
         """Acquire ``resource`` and return a :class:`fence.Lease` that renews
         itself in a background thread (about every ttl/3) until released or
@@ -306,7 +329,8 @@ class Client:
         With ``limit`` N (1..1000) the lease holds one of the N permits of
         the semaphore ``resource`` (see :meth:`acquire_raw`): its
         ``resource`` is the permit's slot, which its renewals, release,
-        transfer and writes use."""
+        transfer and writes use. With ``shared`` it is a shared hold (see
+        :meth:`acquire_raw`), renewed and released with its holder."""
         _limit(limit)
         ttl_s = _seconds(ttl, "ttl")
         margin = ttl_s / 10 if safety_margin is None else _seconds(safety_margin, "safety_margin")
@@ -314,7 +338,7 @@ class Client:
             raise ValueError("safety margin %gs must be in [0, ttl %gs)" % (margin, ttl_s))
         holder = holder or new_holder_id()
         sent = time.monotonic()
-        info = self.acquire_raw(resource, holder, ttl_s, wait, limit=limit)
+        info = self.acquire_raw(resource, holder, ttl_s, wait, limit=limit, shared=shared)
         lease = Lease(self, info, margin, sent)
         if time.monotonic() - sent > margin:
             # The grant happened at some unknown moment during a long acquire
@@ -324,7 +348,7 @@ class Client:
             except FenceError as e:
                 lease._end(e, lost=True)
                 with contextlib.suppress(FenceError):
-                    self.release(info.resource, info.token)  # best effort: else it expires
+                    self.release(info.resource, info.token, holder=info.holder)  # best effort: else it expires
                 raise
         lease._start()
         return lease
@@ -339,6 +363,7 @@ class Client:
         holder: Optional[str] = None,
         safety_margin: Optional[Seconds] = None,
         limit: Optional[int] = None,
+        shared: bool = False,
     ) -> Iterator[Lease]:
         """Run a block under a lease and release it after::
 
@@ -346,13 +371,13 @@ class Client:
                 lease.put("total", b"42")
 
         It acquires as :meth:`acquire` does (``limit``: one permit of a
-        semaphore). On leaving the block it releases
+        semaphore; ``shared``: a shared hold). On leaving the block it releases
         the lease. If the block raised, that exception propagates (a failed
         release is then ignored); else, if the lease was lost while the block
         ran, its :class:`fence.LeaseLostError` or
         :class:`fence.LeaseExpiredError` is raised, so that the caller knows
         some writes may have been fenced; else a failed release's error."""
-        lease = self.acquire(resource, ttl, wait, holder=holder, safety_margin=safety_margin, limit=limit)
+        lease = self.acquire(resource, ttl, wait, holder=holder, safety_margin=safety_margin, limit=limit, shared=shared)
         try:
             yield lease
         except BaseException:
@@ -397,6 +422,22 @@ class Client:
             Request("POST", "/v1/locks/%s/revoke" % _seg(resource, "resource"), body=b"{}"),
             decode=lambda d: RevokeResult(resource=d["resource"], revoked_token=d.get("revoked_token", 0), last_fence=d["last_fence"]),
         )
+
+    def ask_to_release(self, resource: str, grace: Seconds) -> Optional[RevokeAsked]:
+        """Ask the holder of ``resource`` to let go within ``grace`` seconds
+        (cooperative revocation; an admin action): the server records the
+        request, tells the holder (``revoke_at`` on its renewals, a
+        ``revoke_requested`` watch event) and revokes the lease at the
+        deadline if it still holds. Returns the lease asked, or None if the
+        resource was free (it is then revoked at once). Sent once, as
+        :meth:`revoke` is."""
+        b = {"grace_ms": _ms(_seconds(grace, "grace"))}
+        req = Request("POST", "/v1/locks/%s/revoke" % _seg(resource, "resource"), body=json.dumps(b).encode())
+        d = self._json(req)
+        if "revoke_at" not in d:
+            return None
+        return RevokeAsked(resource=d["resource"], token=d["token"], revoke_at=parse_time(d["revoke_at"]),
+                           holder=d.get("holder"), shared=d.get("mode") == "shared")
 
     def list_locks(self, prefix: str = "", after: str = "", limit: Optional[int] = None) -> LockPage:
         """One page of the locks held now whose resource starts with

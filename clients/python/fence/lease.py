@@ -68,6 +68,16 @@ class Lease:
         self.ttl = info.ttl
         #: The signed sequencer of the grant, None if the server signs nothing.
         self.sequencer = info.sequencer
+        #: True for a shared hold: ``token`` is its group's.
+        self.shared = info.shared
+        #: Set once the server says that a caller asked the holder to let go
+        #: (:meth:`fence.Client.ask_to_release`): release before
+        #: :attr:`revoke_at`, when the server revokes the lease. The lease
+        #: learns it from a renewal, within about ttl/3.
+        self.revoke_requested = threading.Event()
+        self._revoke_at = info.revoke_at
+        if info.revoke_at is not None:
+            self.revoke_requested.set()
         #: Set when the lease was lost (by the server's word or the local clock).
         self.lost = threading.Event()
         #: Set when the lease ended: lost, expired or released.
@@ -101,6 +111,13 @@ class Lease:
         """When the lease expires by the server's clock, as it last said."""
         with self._mu:
             return self._expires_at
+
+    @property
+    def revoke_at(self) -> Optional[_dt.datetime]:
+        """When the server revokes the lease, as it last said; None if nobody
+        asked the holder to let go."""
+        with self._mu:
+            return self._revoke_at
 
     @property
     def held(self) -> bool:
@@ -138,10 +155,14 @@ class Lease:
         self._call = call
         if self._stop.is_set():
             call.cancel()
-        info = self._client.renew(self.resource, self.token, self.ttl, _call=call)
+        info = self._client.renew(self.resource, self.token, self.ttl, holder=self.holder if self.shared else None, _call=call)
         with self._mu:
             self._expires_at = info.expires_at
             self._deadline = sent + self.ttl - self.safety_margin
+            if info.revoke_at is not None:
+                self._revoke_at = info.revoke_at
+        if info.revoke_at is not None:
+            self.revoke_requested.set()
 
     def _keepalive(self) -> None:
         interval = self.ttl / 3
@@ -209,7 +230,7 @@ class Lease:
             if self._stop_renewals():
                 return
             try:
-                self._client.release(self.resource, self.token)
+                self._client.release(self.resource, self.token, holder=self.holder if self.shared else None)
             except LeaseLostError:
                 pass
             except FenceError as e:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from dataclasses import dataclass, field
-from typing import Any, List, Mapping, Optional, Union
+from typing import Any, List, Mapping, Optional, Tuple, Union
 
 from .errors import InvalidTokenError
 
@@ -17,6 +17,7 @@ __all__ = [
     "LockInfo",
     "LockPage",
     "RevokeResult",
+    "RevokeAsked",
     "WriteResult",
     "Item",
     "ClusterServer",
@@ -115,6 +116,12 @@ class LeaseInfo:
     expires_at: _dt.datetime
     sequencer: Optional[str] = None
     session: Optional[SessionRef] = None
+    #: True for a shared hold: ``token`` is its group's (renew and release
+    #: name ``holder``).
+    shared: bool = False
+    #: When the server revokes the lease, its holder asked to let go
+    #: (:meth:`fence.Client.ask_to_release`); None if nobody asked.
+    revoke_at: Optional[_dt.datetime] = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "LeaseInfo":
@@ -127,6 +134,8 @@ class LeaseInfo:
             expires_at=parse_time(d["expires_at"]),
             sequencer=d.get("sequencer") or None,
             session=SessionRef(d["session"]["resource"], d["session"]["token"]) if d.get("session") else None,
+            shared=d.get("mode") == "shared",
+            revoke_at=_opt_time(d.get("revoke_at")),
         )
 
 
@@ -142,6 +151,12 @@ class LockStatus:
     holder: Optional[str] = None
     token: Optional[int] = None
     expires_at: Optional[_dt.datetime] = None
+    #: True while a group of shared holders holds it: ``holders`` names
+    #: them (byte order) and ``holder`` is None.
+    shared: bool = False
+    holders: Tuple[str, ...] = ()
+    #: When the lease is revoked, its holder asked to let go; None if not.
+    revoke_at: Optional[_dt.datetime] = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "LockStatus":
@@ -153,6 +168,9 @@ class LockStatus:
             holder=d.get("holder") or None,
             token=d.get("token") or None,
             expires_at=_opt_time(d.get("expires_at")),
+            shared=d.get("mode") == "shared",
+            holders=tuple(d.get("holders") or ()),
+            revoke_at=_opt_time(d.get("revoke_at")),
         )
 
 
@@ -196,6 +214,19 @@ class RevokeResult:
     resource: str
     revoked_token: int
     last_fence: int
+
+
+@dataclass(frozen=True)
+class RevokeAsked:
+    """The answer to :meth:`fence.Client.ask_to_release` of a held resource:
+    the lease asked to let go (``holder`` None and ``shared`` True for a
+    shared group), revoked at ``revoke_at`` unless it is released first."""
+
+    resource: str
+    token: int
+    revoke_at: _dt.datetime
+    holder: Optional[str] = None
+    shared: bool = False
 
 
 @dataclass(frozen=True)

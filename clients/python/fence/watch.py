@@ -31,7 +31,7 @@ __all__ = ["Event", "Watch", "decode_event", "EVENT_TYPES"]
 
 #: The event types of the API.
 EVENT_TYPES = frozenset(
-    ["granted", "renewed", "released", "expired", "revoked", "fence_raised", "write_rejected", "lost"]
+    ["granted", "renewed", "released", "expired", "revoked", "revoke_requested", "fence_raised", "write_rejected", "lost"]
 )
 
 

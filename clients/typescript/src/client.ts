@@ -61,6 +61,10 @@ export interface LeaseInfo {
   sequencer?: string;
   /** The session the lease is in; undefined for a lease of its own. */
   session?: SessionRef;
+  /** True for a shared hold: token is its group's (renew and release name holder). */
+  shared?: boolean;
+  /** When the server revokes the lease, its holder asked to let go (Client.askToRelease); undefined if nobody asked. */
+  revokeAt?: Date;
 }
 
 /**
@@ -85,12 +89,27 @@ export interface SessionRef {
 export interface LockStatus {
   resource: string;
   held: boolean;
-  /** Set only while held. */
+  /** Set only while held (and not by a shared group: see holders). */
   holder?: string;
   token?: bigint;
   expiresAt?: Date;
   /** The highest token issued for the resource, 0n if none. */
   lastToken: bigint;
+  /** True while a group of shared holders holds it; holders names them (byte order). */
+  shared?: boolean;
+  holders?: string[];
+  /** When the lease is revoked, its holder asked to let go; undefined if nobody asked. */
+  revokeAt?: Date;
+}
+
+/** The answer to askToRelease of a held resource: the lease asked to let go, revoked at revokeAt unless released first. */
+export interface RevokeAsked {
+  resource: string;
+  /** The lease's holder; undefined for a shared group. */
+  holder?: string;
+  token: bigint;
+  revokeAt: Date;
+  shared: boolean;
 }
 
 /** One held lock of a listing. */
@@ -298,6 +317,8 @@ function leaseOf(o: Record<string, JSONValue>, what: string): LeaseInfo {
     expiresAt: dateOf(o, "expires_at", what),
   };
   if (typeof o.sequencer === "string" && o.sequencer !== "") l.sequencer = o.sequencer;
+  if (o.mode === "shared") l.shared = true;
+  if (typeof o.revoke_at === "string") l.revokeAt = dateOf(o, "revoke_at", what);
   const s = o.session;
   if (s !== undefined && s !== null) {
     if (typeof s !== "object" || Array.isArray(s)) throw new ProtocolError(`fence: ${what}: member session is not an object`);
@@ -409,6 +430,13 @@ export class Client {
    * BadRequestError), and it ends with the session. A session that is not
    * open rejects with LeaseLostError. ttlMs defaults to 10000 outside a
    * session.
+   *
+   * With shared the hold is shared: beside any number of other shared
+   * holders and no exclusive one, with their group's token (the answer's
+   * shared is true); renew and release it with its holder. An exclusive
+   * holder acquiring shared downgrades; a shared holder acquiring
+   * exclusively rejects with BadRequestError. It takes no limit and no
+   * session.
    */
   async acquireOnce(
     resource: string,
@@ -420,6 +448,8 @@ export class Client {
       limit?: number;
       /** Join this session. */
       session?: { readonly resource: string; readonly token: TokenLike };
+      /** A shared hold (a read lock), beside other shared holders and no exclusive one. */
+      shared?: boolean;
     } & CallOptions,
   ): Promise<LeaseInfo> {
     const waitMs = options.waitMs ?? 0;
@@ -438,6 +468,7 @@ export class Client {
       body.ttl_ms = Math.round(ttlMs);
     }
     if (options.limit !== undefined) body.limit = checkLimit(options.limit);
+    if (options.shared) body.mode = "shared";
     const path = lockPath(resource, "/acquire");
     const o = await this.#json({
       method: "POST", path, retryable: true, signal: options.signal, extraTimeoutMs: waitMs,
@@ -446,23 +477,33 @@ export class Client {
     return leaseOf(o, `POST ${path}`);
   }
 
-  /** Renews a lease: POST .../renew; rejects with LeaseLostError if token is not the current lease. */
-  async renew(resource: string, token: TokenLike, options: { ttlMs?: number } & CallOptions = {}): Promise<LeaseInfo> {
+  /**
+   * Renews a lease: POST .../renew; rejects with LeaseLostError if token is
+   * not the current lease. holder names the lease's holder: required for a
+   * shared hold, whose token is its group's.
+   */
+  async renew(resource: string, token: TokenLike, options: { ttlMs?: number; holder?: string } & CallOptions = {}): Promise<LeaseInfo> {
     const t = toToken(token);
     const body: Record<string, unknown> = { token: t };
     if (options.ttlMs !== undefined) {
       checkMs(options.ttlMs, "ttlMs");
       body.ttl_ms = Math.round(options.ttlMs);
     }
+    if (options.holder !== undefined) body.holder = options.holder;
     const path = lockPath(resource, "/renew");
     const o = await this.#json({ method: "POST", path, retryable: true, signal: options.signal, body: stringifyJSON(body) });
     return leaseOf(o, `POST ${path}`);
   }
 
-  /** Releases a lease: POST .../release; rejects with LeaseLostError if token is not the current lease. */
-  async release(resource: string, token: TokenLike, options: CallOptions = {}): Promise<void> {
-    const t = toToken(token);
-    await this.#do({ method: "POST", path: lockPath(resource, "/release"), retryable: true, signal: options.signal, body: stringifyJSON({ token: t }) });
+  /**
+   * Releases a lease: POST .../release; rejects with LeaseLostError if token
+   * is not the current lease. holder names the lease's holder: required for
+   * a shared hold.
+   */
+  async release(resource: string, token: TokenLike, options: { holder?: string } & CallOptions = {}): Promise<void> {
+    const body: Record<string, unknown> = { token: toToken(token) };
+    if (options.holder !== undefined) body.holder = options.holder;
+    await this.#do({ method: "POST", path: lockPath(resource, "/release"), retryable: true, signal: options.signal, body: stringifyJSON(body) });
   }
 
   /**
@@ -489,11 +530,36 @@ export class Client {
     const o = await this.#json({ method: "GET", path, retryable: true, signal: options.signal });
     const st: LockStatus = { resource: strOf(o, "resource", what), held: o.held === true, lastToken: bigOf(o, "last_token", what, true) };
     if (st.held) {
-      st.holder = strOf(o, "holder", what);
+      if (o.mode === "shared") {
+        st.shared = true;
+        st.holders = Array.isArray(o.holders) ? o.holders.filter((h): h is string => typeof h === "string") : [];
+      } else {
+        st.holder = strOf(o, "holder", what);
+      }
       st.token = bigOf(o, "token", what);
       st.expiresAt = dateOf(o, "expires_at", what);
+      if (typeof o.revoke_at === "string") st.revokeAt = dateOf(o, "revoke_at", what);
     }
     return st;
+  }
+
+  /**
+   * Asks the holder of resource to let go within graceMs (cooperative
+   * revocation; admin): POST .../revoke with grace_ms. The server records
+   * the request, tells the holder (revokeAt on its renewals, a
+   * revoke_requested watch event) and revokes the lease at the deadline if
+   * it still holds. Resolves to the lease asked, or undefined if the
+   * resource was free (it is then revoked at once). Sent once, as revoke is.
+   */
+  async askToRelease(resource: string, graceMs: number, options: CallOptions = {}): Promise<RevokeAsked | undefined> {
+    checkMs(graceMs, "graceMs");
+    const path = lockPath(resource, "/revoke");
+    const what = `POST ${path}`;
+    const o = await this.#json({ method: "POST", path, retryable: false, signal: options.signal, body: stringifyJSON({ grace_ms: Math.round(graceMs) }) });
+    if (typeof o.revoke_at !== "string") return undefined;
+    const asked: RevokeAsked = { resource: strOf(o, "resource", what), token: bigOf(o, "token", what), revokeAt: dateOf(o, "revoke_at", what), shared: o.mode === "shared" };
+    if (typeof o.holder === "string") asked.holder = o.holder;
+    return asked;
   }
 
   /**

@@ -20,6 +20,7 @@ export {
   type LockStatus,
   type PublicKeyJWK,
   type PutResult,
+  type RevokeAsked,
   type RevokeResult,
   type SessionRef,
   type Transferred,

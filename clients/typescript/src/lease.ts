@@ -29,6 +29,8 @@ export interface AcquireOptions extends CallOptions {
    * release, transfer and writes use. Default: a lock.
    */
   limit?: number;
+  /** Hold the resource shared (a read lock), renewed and released with the holder's name. Default: exclusive. */
+  shared?: boolean;
 }
 
 const now = (): number => globalThis.performance.now();
@@ -69,6 +71,16 @@ export class Lease {
   readonly ttlMs: number;
   /** The lease's signed sequencer; undefined if the lock service signs nothing. */
   readonly sequencer: string | undefined;
+  /** True for a shared hold: token is its group's. */
+  readonly shared: boolean;
+  /**
+   * Resolves once the server says that a caller asked the holder to let go
+   * (Client.askToRelease), with when it revokes the lease unless released
+   * first. The lease learns it from a renewal, within about ttlMs/3.
+   */
+  readonly revokeRequested: Promise<Date>;
+  #resolveRevoke!: (at: Date) => void;
+  #revokeAt: Date | undefined;
   /** Aborted when the lease ends (lost, expired or released); its reason says why. */
   readonly signal: AbortSignal;
   /** Resolves, with the reason, when the lease ends. It never rejects. */
@@ -99,6 +111,9 @@ export class Lease {
     this.token = info.token;
     this.ttlMs = info.ttlMs;
     this.sequencer = info.sequencer;
+    this.shared = info.shared === true;
+    this.revokeRequested = new Promise((resolve) => (this.#resolveRevoke = resolve));
+    if (info.revokeAt !== undefined) this.#noteRevoke(info.revokeAt);
     this.signal = this.#ended.signal;
     this.done = new Promise((resolve) => (this.#resolveDone = resolve));
   }
@@ -114,7 +129,7 @@ export class Lease {
       throw new RangeError(`fence: safety margin ${margin}ms must be in [0, ttl ${ttlMs}ms)`);
     }
     const sent = now();
-    const info = await client.acquireOnce(resource, { holder, ttlMs, waitMs: options.waitMs, limit: options.limit, signal: options.signal });
+    const info = await client.acquireOnce(resource, { holder, ttlMs, waitMs: options.waitMs, limit: options.limit, shared: options.shared, signal: options.signal });
     const lease = new Lease(client, info, margin, sent + info.ttlMs - margin);
     if (now() - sent > margin) {
       // The grant happened at some unknown moment during a long acquire (a
@@ -127,7 +142,7 @@ export class Lease {
         const ctrl = new AbortController();
         const t = setTimeout(() => ctrl.abort(), info.ttlMs);
         // The grant's resource: for a permit, its slot, not the semaphore.
-        await client.release(info.resource, info.token, { signal: ctrl.signal }).catch(() => undefined);
+        await client.release(info.resource, info.token, { holder: info.shared ? info.holder : undefined, signal: ctrl.signal }).catch(() => undefined);
         clearTimeout(t);
         throw e;
       }
@@ -180,6 +195,16 @@ export class Lease {
     this.#resolveDone(reason);
   }
 
+  /** When the server revokes the lease, as it last said; undefined if nobody asked the holder to let go. */
+  get revokeAt(): Date | undefined {
+    return this.#revokeAt;
+  }
+
+  #noteRevoke(at: Date): void {
+    this.#revokeAt = at;
+    this.#resolveRevoke(at);
+  }
+
   /** Renews the lease once, giving up at until (performance.now()), and on success moves the local deadline. */
   async #renew(until: number, extra?: AbortSignal): Promise<void> {
     const sent = now();
@@ -196,9 +221,10 @@ export class Lease {
     try {
       if (this.#loopStop.signal.aborted) throw this.#loopStop.signal.reason;
       if (extra?.aborted) throw extra.reason;
-      const info = await this.#client.renew(this.resource, this.token, { ttlMs: this.ttlMs, signal: ctrl.signal });
+      const info = await this.#client.renew(this.resource, this.token, { ttlMs: this.ttlMs, holder: this.shared ? this.holder : undefined, signal: ctrl.signal });
       if (this.#ended.signal.aborted) return;
       this.#info.expiresAt = info.expiresAt;
+      if (info.revokeAt !== undefined) this.#noteRevoke(info.revokeAt);
       this.#deadline = sent + this.ttlMs - this.#margin;
     } finally {
       clearTimeout(t);
@@ -269,7 +295,7 @@ export class Lease {
     await this.#stopRenewals();
     if (this.signal.aborted) return;
     try {
-      await this.#client.release(this.resource, this.token, options);
+      await this.#client.release(this.resource, this.token, { ...options, holder: this.shared ? this.holder : undefined });
     } catch (e) {
       if (!(e instanceof LeaseLostError)) {
         this.#expireLocally(e);

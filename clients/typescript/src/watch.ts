@@ -23,6 +23,7 @@ export type WatchEventType =
   | "released"
   | "expired"
   | "revoked"
+  | "revoke_requested"
   | "fence_raised"
   | "write_rejected"
   | "lost";

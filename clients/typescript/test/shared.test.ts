@@ -1,0 +1,67 @@
+// Shared holds (read/write locks) and cooperative revocation against a real
+// server: readers share one token and renew themselves with their holder's
+// name; a writer's token fences them; a holder asked to let go learns it
+// from a renewal.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+
+import { BadRequestError, Client, FencedError, LockHeldError } from "../src/index.js";
+import { sleep, startServer, type Server } from "./helpers.js";
+
+describe("shared holds", () => {
+  let srv: Server;
+  let client: Client;
+  before(async () => {
+    srv = await startServer();
+    client = new Client(srv.url);
+  });
+  after(async () => {
+    await srv?.stop();
+  });
+
+  it("readers share a token, and a writer fences them", async () => {
+    const a = await client.acquire("ts-doc", { holder: "ra", ttlMs: 600, shared: true });
+    const b = await client.acquire("ts-doc", { holder: "rb", ttlMs: 600, shared: true });
+    assert.ok(a.shared && b.shared);
+    assert.equal(a.token, b.token);
+    await sleep(1000); // past the TTL: both renew themselves, naming their holder
+    const st = await client.status("ts-doc");
+    assert.equal(st.shared, true);
+    assert.deepEqual(st.holders, ["ra", "rb"]);
+    assert.equal(st.holder, undefined);
+    await a.put("k", "a");
+    await assert.rejects(client.acquireOnce("ts-doc", { holder: "w" }), LockHeldError);
+    await assert.rejects(client.acquireOnce("ts-doc", { holder: "ra" }), BadRequestError); // an upgrade is refused
+    await assert.rejects(client.renew("ts-doc", a.token), BadRequestError); // the group's token names no holder
+    const writer = client.acquireOnce("ts-doc", { holder: "w", waitMs: 10_000 });
+    await a.release();
+    await b.release();
+    const w = await writer;
+    assert.ok(w.token > a.token);
+    assert.equal(w.shared, undefined);
+    await assert.rejects(client.put("ts-doc", "k", "stale reader", a.token), FencedError);
+    const d = await client.acquireOnce("ts-doc", { holder: "w", shared: true }); // the writer downgrades
+    assert.equal(d.shared, true);
+    assert.ok(d.token > w.token);
+    await client.release("ts-doc", d.token, { holder: "w" });
+    assert.equal((await client.status("ts-doc")).held, false);
+  });
+
+  it("a holder asked to let go learns it", async () => {
+    const lease = await client.acquire("ts-asked", { holder: "h", ttlMs: 600 });
+    try {
+      const asked = await client.askToRelease("ts-asked", 30_000);
+      assert.ok(asked);
+      assert.equal(asked.token, lease.token);
+      assert.equal(asked.holder, "h");
+      const at = await Promise.race([lease.revokeRequested, new Promise<undefined>((r) => setTimeout(() => r(undefined), 5000))]);
+      assert.ok(at, "the lease never learnt that it was asked to let go");
+      assert.equal(at.getTime(), asked.revokeAt.getTime());
+      assert.equal((await client.status("ts-asked")).revokeAt?.getTime(), asked.revokeAt.getTime());
+    } finally {
+      await lease.release();
+    }
+    assert.equal(await client.askToRelease("ts-free", 1000), undefined); // free: revoked at once
+    assert.ok((await client.fence("ts-free")) > 0n);
+  });
+});
