@@ -10,7 +10,7 @@ import secrets
 import ssl
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ._transport import Call, Request, Response, Transport
 from .errors import FenceError
@@ -43,6 +43,9 @@ DEFAULT_TTL = 10.0
 #: How long the client retries a call that is safe to repeat, in seconds:
 #: longer than a leader failover takes.
 DEFAULT_RETRY_FOR = 15.0
+#: The most resources one multi-acquire (:meth:`Client.acquire_all`) takes.
+MAX_MULTI = 100
+
 #: The most permits a semaphore may have: an acquire's ``limit`` is in
 #: 1..MAX_LIMIT.
 MAX_LIMIT = 1000
@@ -280,6 +283,74 @@ class Client:
         body = json.dumps(b).encode()
         req = Request("POST", "/v1/locks/%s/acquire" % _seg(resource, "resource"), body=body, retryable=True, extra_timeout=max(0.0, wait_s))
         return self._json(req, decode=LeaseInfo.from_json)
+
+    def acquire_all_raw(
+        self,
+        resources: Sequence[str],
+        holder: str,
+        ttl: Optional[Seconds] = None,
+        wait: Seconds = 0,
+        *,
+        session: Any = None,
+    ) -> List[LeaseInfo]:
+        """Acquire every one of ``resources`` (1..100 distinct names) for
+        ``holder`` at once, without keepalive: POST /v1/locks. One durable
+        change grants them all, each with its own token, or none: a request
+        refused (:class:`fence.LockHeldError`, naming a resource it could not
+        get within ``wait``), timed out or failed holds none of them. Waiting
+        never deadlocks with another multi-acquire. The leases come in the
+        order of ``resources``; renew and release each as any lease.
+        ``session`` joins them to a session, as :meth:`acquire_raw` does."""
+        names = list(resources)
+        if not names or len(names) > MAX_MULTI:
+            raise ValueError("resources must have 1..%d names, not %d" % (MAX_MULTI, len(names)))
+        if len(set(names)) != len(names):
+            raise ValueError("resources must be distinct: %r" % (names,))
+        ref = SessionRef.of(session) if session is not None else None
+        wait_s = _seconds(wait, "wait")
+        b: Dict[str, Any] = {"resources": names, "holder": holder, "wait_ms": _ms(wait_s)}
+        if ttl is not None or ref is None:
+            b["ttl_ms"] = _ms(_seconds(DEFAULT_TTL if ttl is None else ttl, "ttl"))
+        if ref is not None:
+            b["session"] = {"resource": ref.resource, "token": ref.token}
+        req = Request("POST", "/v1/locks", body=json.dumps(b).encode(), retryable=True, extra_timeout=max(0.0, wait_s))
+        return self._json(req, decode=lambda d: [LeaseInfo.from_json(x) for x in d["leases"]])
+
+    def acquire_all(
+        self,
+        resources: Sequence[str],
+        ttl: Seconds = DEFAULT_TTL,
+        wait: Seconds = 0,
+        *,
+        holder: Optional[str] = None,
+        safety_margin: Optional[Seconds] = None,
+    ) -> List[Lease]:
+        """Acquire every one of ``resources`` at once, all or none (see
+        :meth:`acquire_all_raw`), and return a :class:`fence.Lease` per
+        resource, in their order, each renewing itself as :meth:`acquire`'s
+        does."""
+        ttl_s = _seconds(ttl, "ttl")
+        margin = ttl_s / 10 if safety_margin is None else _seconds(safety_margin, "safety_margin")
+        if margin < 0 or margin >= ttl_s:
+            raise ValueError("safety margin %gs must be in [0, ttl %gs)" % (margin, ttl_s))
+        holder = holder or new_holder_id()
+        sent = time.monotonic()
+        infos = self.acquire_all_raw(resources, holder, ttl_s, wait)
+        leases = [Lease(self, info, margin, sent) for info in infos]
+        if time.monotonic() - sent > margin:
+            # As in acquire: count from a renewal of each instead.
+            for lease in leases:
+                try:
+                    lease._renew_once(time.monotonic() + lease.ttl - margin)
+                except FenceError as e:
+                    for other in leases:
+                        other._end(e, lost=True)
+                        with contextlib.suppress(FenceError):
+                            self.release(other.resource, other.token)
+                    raise
+        for lease in leases:
+            lease._start()
+        return leases
 
     def renew(
         self, resource: str, token: int, ttl: Optional[Seconds] = None, *, holder: Optional[str] = None, _call: Optional[Call] = None

@@ -76,3 +76,28 @@ class SharedTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class MultiTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = FenceServer()
+        cls.addClassCleanup(cls.server.stop)
+        cls.client = fence.Client(cls.server.addr, timeout=5)
+
+    def test_all_or_none(self) -> None:
+        c = self.client
+        a, b = c.acquire_all(["py-m-a", "py-m-b"], ttl=0.6, holder="m")
+        try:
+            self.assertEqual((a.resource, b.resource), ("py-m-a", "py-m-b"))
+            time.sleep(1.0)  # past the TTL: each renews itself
+            self.assertTrue(a.held and b.held)
+            with self.assertRaises(fence.LockHeldError) as cm:
+                c.acquire_all_raw(["py-m-c", "py-m-b"], "other")
+            self.assertEqual(cm.exception.resource, "py-m-b")
+            self.assertFalse(c.status("py-m-c").held)  # the refused multi-acquire holds nothing
+        finally:
+            a.release()
+            b.release()
+        with self.assertRaises(ValueError):
+            c.acquire_all_raw(["x", "x"], "m")

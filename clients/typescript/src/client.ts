@@ -20,6 +20,9 @@ export const RESPONSE_BIGINTS: ReadonlySet<string> = new Set([
   "token", "last_fence", "last_token", "presented", "current", "revision", "epoch", "fence", "revoked_token",
 ]);
 
+/** The most resources one multi-acquire (acquireAll) takes. */
+export const MAX_MULTI = 100;
+
 /** The most permits a semaphore may have: an acquire's limit is in 1..MAX_LIMIT. */
 export const MAX_LIMIT = 1000;
 
@@ -410,6 +413,52 @@ export class Client {
    */
   acquire(resource: string, options: AcquireOptions = {}): Promise<Lease> {
     return Lease.acquire(this, resource, options);
+  }
+
+  /**
+   * Acquires every one of resources at once, all or none, and returns a
+   * Lease per resource, in their order, each renewing itself (see
+   * acquireAllOnce). Rejects with a LockHeldError naming a resource that
+   * another holder kept for all of waitMs; it then holds none.
+   */
+  acquireAll(resources: string[], options: AcquireOptions = {}): Promise<Lease[]> {
+    return Lease.acquireAll(this, resources, options);
+  }
+
+  /**
+   * Acquires every one of resources (1..100 distinct names) at once, without
+   * keepalive: POST /v1/locks. One durable change grants them all, each
+   * with its own token, or none: a request refused (LockHeldError, naming a
+   * resource it could not get within waitMs), timed out or failed holds none
+   * of them. Waiting never deadlocks with another multi-acquire. The leases
+   * come in the order of resources.
+   */
+  async acquireAllOnce(
+    resources: string[],
+    options: { holder: string; ttlMs?: number; waitMs?: number; session?: { readonly resource: string; readonly token: TokenLike } } & CallOptions,
+  ): Promise<LeaseInfo[]> {
+    if (!Array.isArray(resources) || resources.length < 1 || resources.length > MAX_MULTI) {
+      throw new RangeError(`fence: resources must have 1..${MAX_MULTI} names`);
+    }
+    if (new Set(resources).size !== resources.length) throw new RangeError("fence: resources must be distinct");
+    const waitMs = options.waitMs ?? 0;
+    checkMs(waitMs, "waitMs");
+    const body: Record<string, unknown> = { resources, holder: options.holder, wait_ms: Math.round(waitMs) };
+    if (options.session !== undefined) body.session = { resource: options.session.resource, token: toToken(options.session.token, "session token") };
+    if (options.ttlMs !== undefined || options.session === undefined) {
+      const ttlMs = options.ttlMs ?? 10_000;
+      checkMs(ttlMs, "ttlMs");
+      body.ttl_ms = Math.round(ttlMs);
+    }
+    const path = "/v1/locks";
+    const what = `POST ${path}`;
+    const o = await this.#json({ method: "POST", path, retryable: true, signal: options.signal, extraTimeoutMs: waitMs, body: stringifyJSON(body) });
+    const ls = o.leases;
+    if (!Array.isArray(ls)) throw new ProtocolError(`fence: ${what}: member leases is not an array`);
+    return ls.map((l) => {
+      if (typeof l !== "object" || l === null || Array.isArray(l)) throw new ProtocolError(`fence: ${what}: a lease is not an object`);
+      return leaseOf(l, what);
+    });
   }
 
   /**

@@ -4,6 +4,7 @@
 export {
   Client,
   MAX_LIMIT,
+  MAX_MULTI,
   RESPONSE_BIGINTS,
   SESSION_PREFIX,
   sessionResource,

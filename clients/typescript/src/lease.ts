@@ -151,6 +151,41 @@ export class Lease {
     return lease;
   }
 
+  /**
+   * Acquires every one of resources through client at once, all or none,
+   * and starts each lease's keepalive. Use Client.acquireAll. limit and
+   * shared do not apply.
+   */
+  static async acquireAll(client: Client, resources: string[], options: AcquireOptions = {}): Promise<Lease[]> {
+    if (options.limit !== undefined || options.shared) throw new TypeError("fence: a multi-acquire takes neither limit nor shared");
+    const ttlMs = options.ttlMs ?? DEFAULT_TTL_MS;
+    const holder = options.holder === undefined || options.holder === "" ? newHolderId() : options.holder;
+    let margin = options.safetyMarginMs ?? 0;
+    if (typeof margin !== "number" || Number.isNaN(margin)) throw new TypeError("fence: safetyMarginMs must be a number");
+    if (margin === 0) margin = ttlMs / 10;
+    if (margin < 0 || margin >= ttlMs) {
+      throw new RangeError(`fence: safety margin ${margin}ms must be in [0, ttl ${ttlMs}ms)`);
+    }
+    const sent = now();
+    const infos = await client.acquireAllOnce(resources, { holder, ttlMs, waitMs: options.waitMs, signal: options.signal });
+    const leases = infos.map((info) => new Lease(client, info, margin, sent + info.ttlMs - margin));
+    if (now() - sent > margin) {
+      // As in acquire: count from a renewal of each instead.
+      try {
+        for (const lease of leases) await lease.#renew(now() + lease.ttlMs - margin, options.signal);
+      } catch (e) {
+        const err = e instanceof Error ? e : new Error(String(e));
+        for (const lease of leases) {
+          lease.#end(err);
+          await client.release(lease.resource, lease.token).catch(() => undefined); // best effort: else they expire
+        }
+        throw e;
+      }
+    }
+    for (const lease of leases) lease.#loopDone = lease.#keepalive();
+    return leases;
+  }
+
   /** When the lease expires as the server last described it. */
   get expiresAt(): Date {
     return new Date(this.#info.expiresAt.getTime());

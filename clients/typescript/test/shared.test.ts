@@ -65,3 +65,30 @@ describe("shared holds", () => {
     assert.ok((await client.fence("ts-free")) > 0n);
   });
 });
+
+describe("multi-acquire", () => {
+  let srv: Server;
+  let client: Client;
+  before(async () => {
+    srv = await startServer();
+    client = new Client(srv.url);
+  });
+  after(async () => {
+    await srv?.stop();
+  });
+
+  it("takes all or none", async () => {
+    const [a, b] = await client.acquireAll(["ts-m-a", "ts-m-b"], { holder: "m", ttlMs: 600 });
+    try {
+      assert.deepEqual([a.resource, b.resource], ["ts-m-a", "ts-m-b"]);
+      await sleep(1000); // past the TTL: each renews itself
+      assert.ok(!a.signal.aborted && !b.signal.aborted);
+      await assert.rejects(client.acquireAllOnce(["ts-m-c", "ts-m-b"], { holder: "other" }), (e: unknown) => e instanceof LockHeldError && e.resource === "ts-m-b");
+      assert.equal((await client.status("ts-m-c")).held, false); // the refused multi-acquire holds nothing
+    } finally {
+      await a.release();
+      await b.release();
+    }
+    await assert.rejects(client.acquireAllOnce(["x", "x"], { holder: "m" }), RangeError);
+  });
+});
