@@ -32,7 +32,8 @@ var (
 // process and over HTTP. It is safe for concurrent use.
 type Session struct {
 	locker Locker
-	lease  Lease // Token, Resource, Holder, TTL and Sequencer are fixed; Expires follows renewals
+	keeper *Session // InSession: the session resource's Session, which keeps this lease alive; nil for its own renewals
+	lease  Lease    // Token, Resource, Holder, TTL and Sequencer are fixed; Expires follows renewals
 	margin time.Duration
 
 	ctx    context.Context
@@ -59,10 +60,14 @@ type sessionConfig struct {
 	holder            string
 	limit             int
 	shared            bool
+	keeper            *Session
+	ttlSet            bool // WithTTL was given
 }
 
 // WithTTL sets the lease's TTL. Default: DefaultTTL.
-func WithTTL(ttl time.Duration) SessionOption { return func(c *sessionConfig) { c.ttl = ttl } }
+func WithTTL(ttl time.Duration) SessionOption {
+	return func(c *sessionConfig) { c.ttl, c.ttlSet = ttl, true }
+}
 
 // WithWait sets how long to wait for the lock if another holder has it.
 // Default: 0, fail at once with *LockHeldError.
@@ -78,6 +83,21 @@ func WithLimit(n int) SessionOption { return func(c *sessionConfig) { c.limit = 
 // exclusively (see SharedAcquirer, which the Locker must implement): beside
 // other shared holders, with their group's token. Default: exclusive.
 func WithShared() SessionOption { return func(c *sessionConfig) { c.shared = true } }
+
+// InSession makes the lease join the server session that keeper keeps
+// alive (keeper holds a session resource, SessionResource, and its
+// SessionRef is not zero): the lease takes the session's TTL, sends no
+// renewal of its own (keeper's renewals keep it), and ends when keeper
+// ends, with keeper's error; Release releases it alone. A lease that
+// cannot be in the session, a shared hold (WithShared) or one that asks
+// for another TTL than the session's (WithTTL), or one asked for after
+// keeper has ended, keeps itself alive as without InSession.
+// The server ends it too if the session ends first. The lease learns of
+// its own end by another cause (a revoke of it) only when a write under it
+// is fenced, or when the session ends: it sends no request of its own.
+func InSession(keeper *Session) SessionOption {
+	return func(c *sessionConfig) { c.keeper = keeper }
+}
 
 // WithHolder sets the holder id. Default: a new random id per session (NewHolderID).
 func WithHolder(holder string) SessionOption { return func(c *sessionConfig) { c.holder = holder } }
@@ -105,6 +125,10 @@ func NewSession(ctx context.Context, locker Locker, resource string, opts ...Ses
 		return nil, err
 	}
 	sent := time.Now()
+	if c.keeper != nil {
+		ctx = WithSession(ctx, c.keeper.SessionRef())
+		c.ttl = 0 // the session's
+	}
 	var l Lease
 	switch sa, shares := locker.(SharedAcquirer); {
 	case c.shared && c.limit != 0:
@@ -143,6 +167,10 @@ func NewSessions(ctx context.Context, locker Locker, resources []string, opts ..
 		return nil, fmt.Errorf("%w: the Locker cannot acquire several resources at once (or a limit or shared was given)", ErrBadRequest)
 	}
 	sent := time.Now()
+	if c.keeper != nil {
+		ctx = WithSession(ctx, c.keeper.SessionRef())
+		c.ttl = 0 // the session's
+	}
 	ls, err := ma.AcquireAll(ctx, resources, c.holder, c.ttl, c.wait)
 	if err != nil {
 		return nil, err
@@ -183,6 +211,17 @@ func newSessionConfig(ctx context.Context, opts []SessionOption) (sessionConfig,
 	if c.holder == "" {
 		c.holder = NewHolderID()
 	}
+	if k := c.keeper; k != nil {
+		if k.SessionRef().IsZero() {
+			return c, fmt.Errorf("%w: InSession: %q is not a session's resource", ErrBadRequest, k.Resource())
+		}
+		if c.shared || (c.ttlSet && c.ttl != k.TTL()) || k.Err() != nil {
+			c.keeper = nil // a lease of its own
+		} else {
+			c.ttl, c.margin = k.TTL(), k.margin
+			return c, nil
+		}
+	}
 	if c.margin == 0 {
 		c.margin = c.ttl / 10
 	}
@@ -194,12 +233,16 @@ func newSessionConfig(ctx context.Context, opts []SessionOption) (sessionConfig,
 
 // startSession keeps l, granted by a request sent at sent, alive.
 func startSession(ctx context.Context, locker Locker, l Lease, c sessionConfig, sent time.Time) (*Session, error) {
-	s := &Session{locker: locker, lease: l, margin: c.margin, revokeC: make(chan struct{})}
+	s := &Session{locker: locker, keeper: c.keeper, lease: l, margin: c.margin, revokeC: make(chan struct{})}
 	if !l.RevokeAt.IsZero() {
 		close(s.revokeC) // joined a shared group asked to let go already
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.newLoop()
+	if c.keeper != nil {
+		go s.keepalive()
+		return s, nil
+	}
 	s.deadline = sent.Add(l.TTL - c.margin)
 	if time.Since(sent) > c.margin {
 		// The grant happened at some unknown moment during a long acquire
@@ -255,8 +298,12 @@ func (s *Session) SessionRef() SessionRef {
 func (s *Session) TTL() time.Duration { return s.lease.TTL }
 
 // Deadline returns the local deadline: by this process's clock, the lease is
-// surely held before it, unless the server said otherwise.
+// surely held before it, unless the server said otherwise. A lease in a
+// session (InSession) has its session's.
 func (s *Session) Deadline() time.Time {
+	if s.keeper != nil {
+		return s.keeper.Deadline()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.deadline
@@ -446,8 +493,13 @@ func (s *Session) renew(ctx context.Context, until time.Time) error {
 }
 
 // keepalive renews every TTL/3 until Release, a lease_lost answer, or the
-// local deadline passing without a successful renewal.
+// local deadline passing without a successful renewal. A lease in a session
+// follows its session instead.
 func (s *Session) keepalive() {
+	if s.keeper != nil {
+		s.follow()
+		return
+	}
 	defer close(s.loopDone)
 	interval := s.lease.TTL / 3
 	retry := max(s.lease.TTL/20, time.Millisecond)
@@ -484,5 +536,16 @@ func (s *Session) keepalive() {
 			lastErr = err
 			next.Reset(retry)
 		}
+	}
+}
+
+// follow is the keepalive of a lease in a session (InSession): it renews
+// nothing, and ends the lease when the session ends, with its error.
+func (s *Session) follow() {
+	defer close(s.loopDone)
+	select {
+	case <-s.stopC:
+	case <-s.keeper.Done():
+		s.cancel(fmt.Errorf("fence: the session %q ended: %w", s.keeper.Resource(), s.keeper.Err()))
 	}
 }

@@ -323,3 +323,86 @@ func TestSession_TransferRetriedAfterUnknownOutcome(t *testing.T) {
 		}
 	})
 }
+
+// countingLocker counts the renewals sent through it.
+type countingLocker struct {
+	*lock.Service
+	renewals atomic.Int64
+}
+
+func (c *countingLocker) Renew(ctx context.Context, resource string, token fence.Token, ttl time.Duration) (fence.Lease, error) {
+	c.renewals.Add(1)
+	return c.Service.Renew(ctx, resource, token, ttl)
+}
+
+// TestSession_InSession: leases in a session send no renewal of their own,
+// live as long as the session, end with its error when it is revoked, and
+// release alone; a lease that asks for another TTL, or a shared one, keeps
+// itself alive.
+func TestSession_InSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		locker := &countingLocker{Service: newLocker(t)}
+		keep, err := fence.NewSession(t.Context(), locker, fence.SessionResource("k"), fence.WithTTL(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in []*fence.Session
+		for _, r := range []string{"a", "b", "c"} {
+			s, err := fence.NewSession(t.Context(), locker, r, fence.InSession(keep))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Lease().Session != keep.SessionRef() || s.TTL() != 3*time.Second {
+				t.Fatalf("%s: in session %+v with TTL %s, want %+v and 3s", r, s.Lease().Session, s.TTL(), keep.SessionRef())
+			}
+			in = append(in, s)
+		}
+		own, err := fence.NewSession(t.Context(), locker, "own", fence.InSession(keep), fence.WithTTL(5*time.Second))
+		if err != nil || !own.Lease().Session.IsZero() {
+			t.Fatalf("another TTL: %+v, %v; want a lease of its own", own.Lease(), err)
+		}
+		shared, err := fence.NewSession(t.Context(), locker, "doc", fence.InSession(keep), fence.WithShared())
+		if err != nil || !shared.Lease().Session.IsZero() || !shared.Lease().Shared {
+			t.Fatalf("shared: %+v, %v; want a shared hold of its own", shared.Lease(), err)
+		}
+		locker.renewals.Store(0)
+		time.Sleep(30 * time.Second) // ten session TTLs
+		// About 30 renewals each of the session (3s TTL), "own" (5s: 18)
+		// and "doc"; none of the three leases in the session.
+		if n := locker.renewals.Load(); n > 30+18+18+3 {
+			t.Fatalf("%d renewals in 30s, want only the session's, own's and doc's", n)
+		}
+		for _, s := range in {
+			if err := s.Err(); err != nil {
+				t.Fatalf("%s ended: %v", s.Resource(), err)
+			}
+		}
+		if err := in[0].Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := locker.Status(t.Context(), "a"); st.Held {
+			t.Fatalf("a after its release: %+v", st)
+		}
+		if keep.Err() != nil || in[1].Err() != nil {
+			t.Fatal("a's release ended the session or b")
+		}
+		if _, err := locker.Revoke(t.Context(), keep.Resource()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second) // the session's next renewal is lease_lost
+		for _, s := range in[1:] {
+			if !errors.Is(s.Err(), fence.ErrLeaseLost) {
+				t.Fatalf("%s after its session's revoke: %v, want lease_lost", s.Resource(), s.Err())
+			}
+			if st, _ := locker.Status(t.Context(), s.Resource()); st.Held {
+				t.Fatalf("%s after its session's revoke: %+v, want free", s.Resource(), st)
+			}
+		}
+		if own.Err() != nil || shared.Err() != nil {
+			t.Fatal("the leases of their own ended with the session")
+		}
+		if err := errors.Join(own.Release(t.Context()), shared.Release(t.Context())); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

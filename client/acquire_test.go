@@ -134,3 +134,78 @@ func TestClient_RevokeRequested(t *testing.T) {
 		t.Fatalf("after the release: %+v, %v; want free, nothing revoked", st, err)
 	}
 }
+
+// TestClient_OneSession: a client's leases are in its one session by
+// default. They outlive their TTL with only the session renewed, end with
+// it when the client closes it, and a lease that asks for its own TTL, or
+// a client without sessions, keeps itself alive.
+func TestClient_OneSession(t *testing.T) {
+	url := fencetest.NewServer(t, nil)
+	c, err := client.New(url, client.WithSessionTTL(600*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Acquire(t.Context(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := c.AcquireAll(t.Context(), []string{"b", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := c.Acquire(t.Context(), "own", fence.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := c.Session()
+	if keep == nil {
+		t.Fatal("no session open after the acquires")
+	}
+	for _, l := range append([]*client.Lease{a}, ls...) {
+		if got := l.Lease().Session; got != keep.SessionRef() || l.TTL() != 600*time.Millisecond {
+			t.Fatalf("%s: session %+v, TTL %s; want the client's %+v and its TTL", l.Resource(), got, l.TTL(), keep.SessionRef())
+		}
+	}
+	if got := own.Lease().Session; !got.IsZero() {
+		t.Fatalf("a lease with its own TTL is in session %+v, want none", got)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the TTL: only the session is renewed
+	for _, name := range []string{"a", "b", "c", "own"} {
+		if st, err := c.Status(t.Context(), name); err != nil || !st.Held {
+			t.Fatalf("%s after 2.5 TTLs: %+v, %v; want held", name, st, err)
+		}
+	}
+	if err := c.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range append([]*client.Lease{a}, ls...) {
+		select {
+		case <-l.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not end with its session", l.Resource())
+		}
+		if !errors.Is(l.Err(), fence.ErrReleased) {
+			t.Fatalf("%s ended with %v, want its session's release", l.Resource(), l.Err())
+		}
+		if st, err := c.Status(t.Context(), l.Resource()); err != nil || st.Held {
+			t.Fatalf("%s after the session's release: %+v, %v; want free", l.Resource(), st, err)
+		}
+	}
+	if own.Err() != nil {
+		t.Fatalf("the lease of its own ended with the session: %v", own.Err())
+	}
+	// The next acquire opens another session.
+	again, err := c.Acquire(t.Context(), "a")
+	if err != nil || c.Session() == nil || again.Lease().Session != c.Session().SessionRef() || again.Lease().Session == keep.SessionRef() {
+		t.Fatalf("after Close: %v, %v; want a lease in a new session", again, err)
+	}
+	// Without sessions, every lease keeps itself alive.
+	solo, err := client.New(url, client.WithoutSession())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := solo.Acquire(t.Context(), "solo")
+	if err != nil || !l.Lease().Session.IsZero() || solo.Session() != nil {
+		t.Fatalf("WithoutSession: %+v, %v; want a lease of its own", l, err)
+	}
+}

@@ -10,6 +10,14 @@
 // A Lease is a fence.Session (keepalive, Done, Context, Err, Release) plus the
 // storage calls of the fence server, each stamped with the lease's token, and
 // an http.RoundTripper that stamps it on the requests to any other service.
+//
+// By default a Client keeps one server session (fence.SessionResource) for
+// all its leases: it opens it at its first acquire, and renews it alone,
+// every TTL/3, however many leases it holds; each lease is still fenced on
+// its own resource, and ends with the session (see fence.InSession). A
+// lease that asks for a TTL other than the session's (WithSessionTTL,
+// default fence.DefaultTTL), or a shared one, keeps itself alive;
+// WithoutSession makes every lease do so. Close ends the session.
 // When the server signs its grants, the lease's sequencer goes with the token
 // in a Fence-Sequencer header.
 //
@@ -28,6 +36,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/wire"
@@ -37,6 +48,13 @@ import (
 // failover between them. It is safe for concurrent use.
 type Client struct {
 	api *API
+
+	noSession  bool          // WithoutSession
+	sessionTTL time.Duration // WithSessionTTL
+	sessionID  string        // the session's name and holder
+
+	mu   sync.Mutex     // guards keep
+	keep *fence.Session // the client's session; nil until the first acquire in it
 }
 
 // Option configures a Client in New.
@@ -48,6 +66,18 @@ func WithAuthToken(token string) Option {
 	return func(c *Client) { c.api.AuthToken = token }
 }
 
+// WithoutSession makes every lease of the client keep itself alive, with
+// renewals of its own, rather than join the client's session.
+func WithoutSession() Option {
+	return func(c *Client) { c.noSession = true }
+}
+
+// WithSessionTTL sets the TTL of the client's session, and so of the
+// leases in it (those that ask for no other TTL). Default fence.DefaultTTL.
+func WithSessionTTL(ttl time.Duration) Option {
+	return func(c *Client) { c.sessionTTL = ttl }
+}
+
 // New returns a client of the server at addr, e.g. "http://127.0.0.1:7700",
 // or of the servers of a cluster, their base URLs separated by commas
 // ("http://a:7700,http://b:7700"), as NewAPI takes them.
@@ -56,7 +86,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{api: api}
+	c := &Client{api: api, sessionTTL: fence.DefaultTTL, sessionID: "client-" + strings.TrimPrefix(fence.NewHolderID(), "h-")}
 	for _, o := range opts {
 		o(c)
 	}
@@ -71,11 +101,81 @@ func (c *Client) API() *API { return c.api }
 // Release or loss. It returns *fence.LockHeldError if another holder kept
 // the lock for all of fence.WithWait.
 func (c *Client) Acquire(ctx context.Context, resource string, opts ...fence.SessionOption) (*Lease, error) {
-	s, err := fence.NewSession(ctx, c.api, resource, opts...)
+	var s *fence.Session
+	err := c.inSession(ctx, opts, func(opts []fence.SessionOption) (err error) {
+		s, err = fence.NewSession(ctx, c.api, resource, opts...)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("client: acquire %q: %w", resource, err)
 	}
 	return &Lease{Session: s, store: c.api}, nil
+}
+
+// inSession calls acquire with opts, and the client's session (opened now
+// if it is not open) unless the client has none; if the session ended
+// just before the acquire, it opens another and acquires again. A server
+// that refuses the session to the caller (no lock permission on its
+// resource, or no sessions) gets leases of their own.
+func (c *Client) inSession(ctx context.Context, opts []fence.SessionOption, acquire func([]fence.SessionOption) error) error {
+	if c.noSession {
+		return acquire(opts)
+	}
+	for attempt := 0; ; attempt++ {
+		keep, err := c.session(ctx)
+		switch {
+		case errors.Is(err, fence.ErrForbidden), errors.Is(err, fence.ErrNotFound), errors.Is(err, fence.ErrBadRequest):
+			return acquire(opts)
+		case err != nil:
+			return fmt.Errorf("opening the client's session: %w", err)
+		}
+		err = acquire(append(opts[:len(opts):len(opts)], fence.InSession(keep)))
+		var lost *fence.LeaseLostError
+		if attempt == 0 && errors.As(err, &lost) && lost.Resource == keep.Resource() {
+			continue // the session ended meanwhile: open another
+		}
+		return err
+	}
+}
+
+// session returns the client's session, opening it if it is not open.
+func (c *Client) session(ctx context.Context) (*fence.Session, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keep != nil && c.keep.Err() == nil {
+		return c.keep, nil
+	}
+	keep, err := fence.NewSession(ctx, c.api, fence.SessionResource(c.sessionID), fence.WithTTL(c.sessionTTL), fence.WithHolder(c.sessionID))
+	if err != nil {
+		return nil, err
+	}
+	c.keep = keep
+	return keep, nil
+}
+
+// Session returns the client's session, nil if none is open: its renewals
+// keep the client's leases alive.
+func (c *Client) Session() *fence.Session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keep == nil || c.keep.Err() != nil {
+		return nil
+	}
+	return c.keep
+}
+
+// Close releases the client's session, if one is open, and with it every
+// lease in it; the leases of their own stay. The client may be used again:
+// its next acquire opens another session.
+func (c *Client) Close(ctx context.Context) error {
+	c.mu.Lock()
+	keep := c.keep
+	c.keep = nil
+	c.mu.Unlock()
+	if keep == nil {
+		return nil
+	}
+	return keep.Release(ctx)
 }
 
 // AcquireAll acquires every one of resources at once, all or none, and
@@ -83,7 +183,11 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts ...fence.Ses
 // Release or loss. It returns *fence.LockHeldError, naming a resource that
 // another holder kept for all of fence.WithWait, and then holds none.
 func (c *Client) AcquireAll(ctx context.Context, resources []string, opts ...fence.SessionOption) ([]*Lease, error) {
-	ss, err := fence.NewSessions(ctx, c.api, resources, opts...)
+	var ss []*fence.Session
+	err := c.inSession(ctx, opts, func(opts []fence.SessionOption) (err error) {
+		ss, err = fence.NewSessions(ctx, c.api, resources, opts...)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("client: acquire %q: %w", resources, err)
 	}

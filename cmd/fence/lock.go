@@ -168,7 +168,9 @@ func lockCmd(ctx context.Context, args []string, std stdio) error {
 		}
 		return fmt.Errorf("lock: cannot run %q: %w", command[0], err)
 	}
-	c, err := client.New(cfg.Addr, client.WithAuthToken(cfg.AuthToken))
+	// One lease per process: a session of its own would only double the
+	// server's records.
+	c, err := client.New(cfg.Addr, client.WithAuthToken(cfg.AuthToken), client.WithoutSession())
 	if err != nil {
 		return addrError(err)
 	}
