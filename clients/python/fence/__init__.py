@@ -23,6 +23,7 @@ from .errors import (
     InvalidSequencerError,
     InvalidTokenError,
     LeaseEndedError,
+    SessionEndedError,
     LeaseExpiredError,
     LeaseLostError,
     LockHeldError,
@@ -148,5 +149,6 @@ __all__ = [
     "TransportError",
     "LeaseExpiredError",
     "LeaseEndedError",
+    "SessionEndedError",
     "SSEError",
 ]

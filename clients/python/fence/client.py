@@ -8,12 +8,13 @@ import datetime as _dt
 import json
 import secrets
 import ssl
+import threading
 import time
 import urllib.parse
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ._transport import Call, Request, Response, Transport
-from .errors import FenceError
+from .errors import BadRequestError, FenceError, ForbiddenError, LeaseLostError, NotFoundError
 from .lease import Lease
 from .sequencer import PublicKey
 from .types import (
@@ -33,6 +34,7 @@ from .types import (
     WriteResult,
     check_token,
     parse_time,
+    session_resource,
 )
 from .watch import Watch
 
@@ -142,6 +144,16 @@ class Client:
     acquire that waits adds its wait. ``auth_token`` is sent as
     ``Authorization: Bearer``. ``ssl_context`` verifies https servers (the
     system's CAs by default). Safe for use by several threads.
+
+    By default the client keeps one server session for its leases
+    (:meth:`acquire`, :meth:`acquire_all`, :meth:`lock`): it opens it at
+    the first acquire and renews it alone, however many leases it holds;
+    each lease is fenced on its own resource and ends with the session
+    (:class:`fence.SessionEndedError`). A lease with another TTL than
+    ``session_ttl`` (default ``DEFAULT_TTL``), a shared one, or every lease
+    with ``session=False``, keeps itself alive. :meth:`close` ends the
+    session. A server that refuses the session to the caller (no ``lock``
+    on ``.session/``) gets leases of their own.
     """
 
     def __init__(
@@ -154,7 +166,14 @@ class Client:
         retries: Optional[int] = None,
         backoff: float = 0.05,
         ssl_context: Optional[ssl.SSLContext] = None,
+        session: bool = True,
+        session_ttl: Seconds = DEFAULT_TTL,
     ) -> None:
+        self._use_session = bool(session)
+        self._session_ttl = _seconds(session_ttl, "session_ttl")
+        self._session_id = "client-" + new_holder_id()[2:]
+        self._session_mu = threading.Lock()
+        self._keep: Optional[Lease] = None
         self._t = Transport(
             addr,
             auth_token=auth_token,
@@ -334,6 +353,13 @@ class Client:
         if margin < 0 or margin >= ttl_s:
             raise ValueError("safety margin %gs must be in [0, ttl %gs)" % (margin, ttl_s))
         holder = holder or new_holder_id()
+        keep = self._session_for(ttl_s, False)
+        if keep is not None:
+            infos = self.acquire_all_raw(resources, holder, None, wait, session=keep)
+            leases = [Lease(self, info, keep.safety_margin, time.monotonic(), keeper=keep) for info in infos]
+            for lease in leases:
+                lease._start()
+            return leases
         sent = time.monotonic()
         infos = self.acquire_all_raw(resources, holder, ttl_s, wait)
         leases = [Lease(self, info, margin, sent) for info in infos]
@@ -351,6 +377,39 @@ class Client:
         for lease in leases:
             lease._start()
         return leases
+
+    def _session_for(self, ttl: float, shared: bool) -> Optional[Lease]:
+        """The client's session, opened now if none is open, for a lease of
+        ttl; None if the lease keeps itself alive: the client has no
+        sessions, the lease is shared or has another TTL, or the server
+        refuses the session."""
+        if not self._use_session or shared or ttl != self._session_ttl:
+            return None
+        with self._session_mu:
+            if self._keep is not None and not self._keep.done.is_set():
+                return self._keep
+            try:
+                self._keep = self.acquire(session_resource(self._session_id), self._session_ttl, holder=self._session_id, shared=False, _own=True)
+            except (ForbiddenError, NotFoundError, BadRequestError):
+                self._use_session = False
+                return None
+            return self._keep
+
+    @property
+    def session(self) -> Optional[Lease]:
+        """The client's session, None if none is open."""
+        with self._session_mu:
+            keep = self._keep
+        return keep if keep is not None and not keep.done.is_set() else None
+
+    def close(self) -> None:
+        """Release the client's session, if one is open, and with it every
+        lease in it; the leases of their own stay. The next acquire opens
+        another session."""
+        with self._session_mu:
+            keep, self._keep = self._keep, None
+        if keep is not None:
+            keep.release()
 
     def renew(
         self, resource: str, token: int, ttl: Optional[Seconds] = None, *, holder: Optional[str] = None, _call: Optional[Call] = None
@@ -388,6 +447,7 @@ class Client:
         safety_margin: Optional[Seconds] = None,
         limit: Optional[int] = None,
         shared: bool = False,
+        _own: bool = False,
     ) -> Lease:
         """Acquire ``resource`` and return a :class:`fence.Lease` that renews
         itself in a background thread (about every ttl/3) until released or
@@ -408,6 +468,18 @@ class Client:
         if margin < 0 or margin >= ttl_s:
             raise ValueError("safety margin %gs must be in [0, ttl %gs)" % (margin, ttl_s))
         holder = holder or new_holder_id()
+        keep = None if _own else self._session_for(ttl_s, shared)
+        if keep is not None:
+            try:
+                info = self.acquire_raw(resource, holder, None, wait, limit=limit, session=keep)
+            except LeaseLostError as e:
+                if e.problem.get("resource") != keep.resource:
+                    raise
+                keep = self._session_for(ttl_s, shared)  # the session ended meanwhile: open another
+                info = self.acquire_raw(resource, holder, None, wait, limit=limit, session=keep)
+            lease = Lease(self, info, keep.safety_margin, time.monotonic(), keeper=keep)
+            lease._start()
+            return lease
         sent = time.monotonic()
         info = self.acquire_raw(resource, holder, ttl_s, wait, limit=limit, shared=shared)
         lease = Lease(self, info, margin, sent)

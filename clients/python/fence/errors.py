@@ -36,6 +36,7 @@ __all__ = [
     "TransportError",
     "LeaseExpiredError",
     "LeaseEndedError",
+    "SessionEndedError",
     "SSEError",
     "CODES",
     "problem_error",
@@ -321,6 +322,20 @@ class LeaseExpiredError(FenceError):
         self.resource = resource
         self.token = token
         self.last_error = last_error
+
+
+class SessionEndedError(FenceError):
+    """The session a lease was in ended (released, lost or expired), and the
+    lease with it. ``session`` is the session's resource, ``reason`` the
+    session's ``error`` (None if it was released)."""
+
+    def __init__(self, resource: str, token: int, session: str, reason: Optional[BaseException]) -> None:
+        how = "was released" if reason is None else "ended: %s" % (reason,)
+        super().__init__("lease on %r (token %d): its session %r %s" % (resource, token, session, how))
+        self.resource = resource
+        self.token = token
+        self.session = session
+        self.reason = reason
 
 
 class LeaseEndedError(FenceError):

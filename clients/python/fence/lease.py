@@ -6,7 +6,7 @@ import datetime as _dt
 import threading
 import time
 import urllib.request
-from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, MutableMapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Collection, Iterable, List, Mapping, MutableMapping, Optional, Union
 
 from ._transport import Call
 from .errors import (
@@ -19,6 +19,7 @@ from .errors import (
     LeaseLostError,
     NotFoundError,
     RateLimitedError,
+    SessionEndedError,
 )
 from .types import Compare, Delete, Item, LeaseInfo, Put, Transferred, WriteResult
 
@@ -55,8 +56,13 @@ class Lease:
     :class:`fence.LeaseEndedError` without being sent.
     """
 
-    def __init__(self, client: "Client", info: LeaseInfo, margin: float, sent: float) -> None:
+    def __init__(self, client: "Client", info: LeaseInfo, margin: float, sent: float, keeper: Optional["Lease"] = None) -> None:
         self._client = client
+        #: The lease on the session resource that keeps this lease alive,
+        #: None for a lease that renews itself: a lease in a session sends no
+        #: renewal, and ends when its session does.
+        self.keeper = keeper
+        self._followers: List["Lease"] = []
         #: The locked resource, as the grant names it: for a permit of a
         #: semaphore (``limit``), its slot ``{semaphore}/permit-I-of-N``.
         self.resource = info.resource
@@ -102,7 +108,10 @@ class Lease:
     @property
     def deadline(self) -> float:
         """The local deadline on the ``time.monotonic()`` clock: the lease is
-        surely held before it, unless the server said otherwise."""
+        surely held before it, unless the server said otherwise. A lease in a
+        session has its session's."""
+        if self.keeper is not None:
+            return self.keeper.deadline
         with self._mu:
             return self._deadline
 
@@ -141,10 +150,31 @@ class Lease:
             if lost:
                 self.lost.set()
             self.done.set()
+        self._end_followers()
+
+    def _follow(self, follower: "Lease") -> None:
+        """Make follower, a lease in this session, end when it ends."""
+        with self._mu:
+            if not self.done.is_set():
+                self._followers.append(follower)
+                return
+        follower._session_ended(self)
+
+    def _end_followers(self) -> None:
+        with self._mu:
+            followers, self._followers = self._followers, []
+        for f in followers:
+            f._session_ended(self)
+
+    def _session_ended(self, keeper: "Lease") -> None:
+        self._end(SessionEndedError(self.resource, self.token, keeper.resource, keeper.error), lost=True)
 
     # -- keepalive ----------------------------------------------------------
 
     def _start(self) -> None:
+        if self.keeper is not None:
+            self.keeper._follow(self)  # renewed by its session: no thread
+            return
         self._thread.start()
 
     def _renew_once(self, until: float) -> None:
@@ -209,6 +239,7 @@ class Lease:
         with self._mu:
             self.error = error
             self.done.set()
+        self._end_followers()
 
     def _stop_renewals(self) -> bool:
         """Stop the keepalive (a renewal in flight gives up at once), with
@@ -217,7 +248,7 @@ class Lease:
         call = self._call
         if call is not None:
             call.cancel()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
+        if self._thread.is_alive() and self._thread is not threading.current_thread():  # none in a session
             self._thread.join()
         return self.done.is_set() and self.error is None or self.lost.is_set()
 

@@ -53,3 +53,44 @@ class SessionTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ClientSessionTest(unittest.TestCase):
+    """The client's one session: its leases are in it by default."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = FenceServer()
+        cls.addClassCleanup(cls.server.stop)
+
+    def test_leases_join_the_clients_session(self) -> None:
+        c = fence.Client(self.server.addr, timeout=5, session_ttl=0.6)
+        a = c.acquire("cs-a", ttl=0.6)
+        b, d = c.acquire_all(["cs-b", "cs-d"], ttl=0.6)
+        own = c.acquire("cs-own", ttl=1)
+        keep = c.session
+        assert keep is not None
+        for lease in (a, b, d):
+            self.assertIs(lease.keeper, keep)
+        self.assertIsNone(own.keeper)
+        time.sleep(1.5)  # past the TTL: only the session (and own) are renewed
+        for name in ("cs-a", "cs-b", "cs-d", "cs-own"):
+            self.assertTrue(c.status(name).held, name)
+        c.close()
+        for lease in (a, b, d):
+            self.assertTrue(lease.done.wait(5))
+            self.assertIsInstance(lease.error, fence.SessionEndedError)
+            self.assertFalse(c.status(lease.resource).held)
+        self.assertTrue(own.held)
+        own.release()
+        again = c.acquire("cs-a", ttl=0.6)
+        self.assertIsNotNone(again.keeper)
+        self.assertIsNot(again.keeper, keep)
+        c.close()
+
+    def test_without_session(self) -> None:
+        c = fence.Client(self.server.addr, timeout=5, session=False)
+        lease = c.acquire("cs-solo")
+        self.assertIsNone(lease.keeper)
+        self.assertIsNone(c.session)
+        lease.release()
