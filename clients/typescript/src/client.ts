@@ -1,8 +1,8 @@
 // The client of a fence server (or of the servers of a cluster).
 
-import { ProtocolError } from "./errors.js";
+import { BadRequestError, ForbiddenError, LeaseLostError, NotFoundError, ProtocolError } from "./errors.js";
 import { parseJSON, stringifyJSON, type JSONValue } from "./json.js";
-import { Lease, type AcquireOptions } from "./lease.js";
+import { Lease, newHolderId, type AcquireOptions } from "./lease.js";
 import { parseToken, toRevisionOrZero, toToken, type TokenLike } from "./token.js";
 import {
   DEFAULT_RETRY_FOR_MS,
@@ -30,6 +30,18 @@ export const MAX_LIMIT = 1000;
 export interface ClientOptions {
   /** Sent as "Authorization: Bearer <authToken>" with every request. */
   authToken?: string;
+  /**
+   * Whether the client keeps one server session for its leases (the
+   * default, true): acquire and acquireAll then take every lease whose TTL
+   * is sessionTtlMs, and that is not shared, in it, so that the client
+   * sends one renewal per TTL/3 however many leases it holds; each lease
+   * ends with the session (SessionEndedError). close() ends the session;
+   * its renewals keep no Node process alive by themselves (nor do the
+   * leases in it). false: every lease keeps itself alive.
+   */
+  session?: boolean;
+  /** The TTL of the client's session, in milliseconds. Default 10000. */
+  sessionTtlMs?: number;
   /**
    * How long one attempt of a call may take before it is abandoned, in
    * milliseconds (an acquire adds its wait). An attempt that times out has an
@@ -366,6 +378,10 @@ function bytesToBase64(b: Uint8Array): string {
  */
 export class Client {
   readonly #t: Transport;
+  #useSession: boolean;
+  readonly #sessionTtlMs: number;
+  readonly #sessionId = "client-" + newHolderId().slice(2);
+  #keep: Promise<Lease | undefined> | undefined;
 
   constructor(addr: string, options: ClientOptions = {}) {
     const f = options.fetch ?? (globalThis.fetch?.bind(globalThis) as FetchFunction | undefined);
@@ -378,6 +394,8 @@ export class Client {
       if (typeof v !== "number" || Number.isNaN(v)) throw new TypeError(`fence: ${name} must be a number`);
       return v;
     };
+    this.#useSession = options.session !== false;
+    this.#sessionTtlMs = num(options.sessionTtlMs, 10_000, "sessionTtlMs");
     this.#t = new Transport(parseAddrs(addr), {
       authToken: options.authToken,
       timeoutMs: num(options.timeoutMs, DEFAULT_TIMEOUT_MS, "timeoutMs"),
@@ -411,8 +429,57 @@ export class Client {
    * or lost (see Lease). Rejects with a LockHeldError if another holder kept
    * the lock for all of waitMs.
    */
-  acquire(resource: string, options: AcquireOptions = {}): Promise<Lease> {
-    return Lease.acquire(this, resource, options);
+  async acquire(resource: string, options: AcquireOptions = {}): Promise<Lease> {
+    if (options.limit !== undefined) checkLimit(options.limit); // before the session is opened
+    const ttlMs = options.ttlMs ?? 10_000;
+    const keeper = await this.#sessionFor(ttlMs, options.shared === true);
+    if (keeper === undefined) return Lease.acquire(this, resource, options);
+    try {
+      return await Lease.acquire(this, resource, options, keeper);
+    } catch (e) {
+      if (!(e instanceof LeaseLostError) || e.resource !== keeper.resource) throw e;
+      // The session ended meanwhile: open another.
+      const again = await this.#sessionFor(ttlMs, false);
+      return Lease.acquire(this, resource, options, again);
+    }
+  }
+
+  /**
+   * The client's session, opened now if none is open, for a lease of ttlMs;
+   * undefined if the lease keeps itself alive: the client has no sessions,
+   * the lease is shared or has another TTL, or the server refuses the
+   * session (no lock on .session/).
+   */
+  async #sessionFor(ttlMs: number, shared: boolean): Promise<Lease | undefined> {
+    if (!this.#useSession || shared || ttlMs !== this.#sessionTtlMs) return undefined;
+    const current = this.#keep === undefined ? undefined : await this.#keep;
+    if (current !== undefined && !current.signal.aborted) return current;
+    const opening = Lease.acquire(this, sessionResource(this.#sessionId), { ttlMs: this.#sessionTtlMs, holder: this.#sessionId }, undefined, true).then(
+      (l) => l as Lease | undefined,
+      (e: unknown) => {
+        if (e instanceof ForbiddenError || e instanceof NotFoundError || e instanceof BadRequestError) {
+          this.#useSession = false;
+          return undefined;
+        }
+        this.#keep = undefined;
+        throw e;
+      },
+    );
+    this.#keep = opening;
+    return opening;
+  }
+
+  /** The client's session, undefined if none is open. */
+  async session(): Promise<Lease | undefined> {
+    const keep = this.#keep === undefined ? undefined : await this.#keep.catch(() => undefined);
+    return keep !== undefined && !keep.signal.aborted ? keep : undefined;
+  }
+
+  /** Releases the client's session, if one is open, and with it every lease in it; the next acquire opens another. */
+  async close(): Promise<void> {
+    const keep = await this.session();
+    this.#keep = undefined;
+    await keep?.release();
   }
 
   /**
@@ -421,8 +488,10 @@ export class Client {
    * acquireAllOnce). Rejects with a LockHeldError naming a resource that
    * another holder kept for all of waitMs; it then holds none.
    */
-  acquireAll(resources: string[], options: AcquireOptions = {}): Promise<Lease[]> {
-    return Lease.acquireAll(this, resources, options);
+  async acquireAll(resources: string[], options: AcquireOptions = {}): Promise<Lease[]> {
+    if (options.limit !== undefined || options.shared) throw new TypeError("fence: a multi-acquire takes neither limit nor shared");
+    const keeper = await this.#sessionFor(options.ttlMs ?? 10_000, false);
+    return Lease.acquireAll(this, resources, options, keeper);
   }
 
   /**

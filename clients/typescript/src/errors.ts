@@ -347,3 +347,18 @@ export function isAmbiguous(err: unknown): boolean {
 export function isLost(err: unknown): boolean {
   return chain(err).some((e) => e instanceof LeaseLostError || e instanceof LeaseExpiredError || e instanceof FencedError);
 }
+
+/** A lease's end with the session it was in (released, lost or expired). */
+export class SessionEndedError extends Error {
+  readonly resource: string;
+  readonly token: bigint;
+  /** The session's resource. */
+  readonly session: string;
+  constructor(resource: string, token: bigint, session: string, reason: unknown) {
+    super(`fence: lease ${token} on ${JSON.stringify(resource)}: its session ${JSON.stringify(session)} ended: ${messageOf(reason)}`, { cause: reason });
+    this.name = "SessionEndedError";
+    this.resource = resource;
+    this.token = token;
+    this.session = session;
+  }
+}

@@ -53,6 +53,7 @@ export {
   LeaseExpiredError,
   LeaseLostError,
   LeaseReleasedError,
+  SessionEndedError,
   LockHeldError,
   MaybeAppliedError,
   MethodNotAllowedError,

@@ -1,7 +1,7 @@
 // A lease that keeps itself alive: the Go fence.Session, with timers.
 
 import type { CallOptions, Client, ClaimResult, DeleteResult, Item, LeaseInfo, PutResult, Transferred, Txn, Value, WriteOptions } from "./client.js";
-import { BadRequestError, ForbiddenError, InvalidTokenError, LeaseExpiredError, LeaseLostError, LeaseReleasedError, NotFoundError, RateLimitedError } from "./errors.js";
+import { BadRequestError, ForbiddenError, InvalidTokenError, LeaseExpiredError, LeaseLostError, LeaseReleasedError, NotFoundError, RateLimitedError, SessionEndedError } from "./errors.js";
 import type { FetchFunction } from "./transport.js";
 import type { TokenLike } from "./token.js";
 
@@ -88,6 +88,8 @@ export class Lease {
 
   readonly #client: Client;
   readonly #margin: number;
+  /** The lease on the session resource that keeps this lease alive; undefined for a lease that renews itself. */
+  readonly keeper: Lease | undefined;
   #info: LeaseInfo;
   #deadline: number; // performance.now() before which the lease is surely held
   readonly #ended = new AbortController();
@@ -95,14 +97,16 @@ export class Lease {
   #stopped = false; // release was called: no more renewals
   #loopStop = new AbortController(); // aborts a renewal in flight on release
   #wakeTimer: ReturnType<typeof setTimeout> | undefined;
+  #background = false; // its wake timers keep no Node process alive
   #wake: (() => void) | undefined;
   #loopDone: Promise<void> = Promise.resolve();
   #ending: Promise<void> = Promise.resolve(); // the release or transfer in flight, if any
   #expiryTimer: ReturnType<typeof setTimeout> | undefined;
   #releasing: Promise<void> | undefined;
 
-  private constructor(client: Client, info: LeaseInfo, margin: number, deadline: number) {
+  private constructor(client: Client, info: LeaseInfo, margin: number, deadline: number, keeper?: Lease) {
     this.#client = client;
+    this.keeper = keeper;
     this.#info = { ...info };
     this.#margin = margin;
     this.#deadline = deadline;
@@ -118,8 +122,20 @@ export class Lease {
     this.done = new Promise((resolve) => (this.#resolveDone = resolve));
   }
 
-  /** Acquires resource through client and starts the keepalive. Use Client.acquire. */
-  static async acquire(client: Client, resource: string, options: AcquireOptions = {}): Promise<Lease> {
+  /**
+   * Acquires resource through client and starts the keepalive; in the
+   * session that keeper keeps alive, if given: the lease then sends no
+   * renewal and ends when keeper does. With background, its renewal timers
+   * keep no Node process alive (a client's own session). Use Client.acquire.
+   */
+  static async acquire(client: Client, resource: string, options: AcquireOptions = {}, keeper?: Lease, background = false): Promise<Lease> {
+    if (keeper !== undefined) {
+      const holder = options.holder === undefined || options.holder === "" ? newHolderId() : options.holder;
+      const info = await client.acquireOnce(resource, { holder, waitMs: options.waitMs, limit: options.limit, session: keeper, signal: options.signal });
+      const lease = new Lease(client, info, keeper.#margin, keeper.deadline, keeper);
+      lease.#loopDone = lease.#keepalive();
+      return lease;
+    }
     const ttlMs = options.ttlMs ?? DEFAULT_TTL_MS;
     const holder = options.holder === undefined || options.holder === "" ? newHolderId() : options.holder;
     let margin = options.safetyMarginMs ?? 0;
@@ -131,6 +147,7 @@ export class Lease {
     const sent = now();
     const info = await client.acquireOnce(resource, { holder, ttlMs, waitMs: options.waitMs, limit: options.limit, shared: options.shared, signal: options.signal });
     const lease = new Lease(client, info, margin, sent + info.ttlMs - margin);
+    lease.#background = background;
     if (now() - sent > margin) {
       // The grant happened at some unknown moment during a long acquire (a
       // wait, a slow network): count from a renewal instead.
@@ -156,8 +173,17 @@ export class Lease {
    * and starts each lease's keepalive. Use Client.acquireAll. limit and
    * shared do not apply.
    */
-  static async acquireAll(client: Client, resources: string[], options: AcquireOptions = {}): Promise<Lease[]> {
+  static async acquireAll(client: Client, resources: string[], options: AcquireOptions = {}, keeper?: Lease): Promise<Lease[]> {
     if (options.limit !== undefined || options.shared) throw new TypeError("fence: a multi-acquire takes neither limit nor shared");
+    if (keeper !== undefined) {
+      const holder = options.holder === undefined || options.holder === "" ? newHolderId() : options.holder;
+      const infos = await client.acquireAllOnce(resources, { holder, waitMs: options.waitMs, session: keeper, signal: options.signal });
+      return infos.map((info) => {
+        const lease = new Lease(client, info, keeper.#margin, keeper.deadline, keeper);
+        lease.#loopDone = lease.#keepalive();
+        return lease;
+      });
+    }
     const ttlMs = options.ttlMs ?? DEFAULT_TTL_MS;
     const holder = options.holder === undefined || options.holder === "" ? newHolderId() : options.holder;
     let margin = options.safetyMarginMs ?? 0;
@@ -201,12 +227,12 @@ export class Lease {
    * clock the lease is surely held before it, unless the server said otherwise.
    */
   get deadline(): number {
-    return this.#deadline;
+    return this.keeper !== undefined ? this.keeper.deadline : this.#deadline;
   }
 
   /** Milliseconds left before the local deadline (0 once it has passed or the lease ended). */
   get remainingMs(): number {
-    return this.signal.aborted ? 0 : Math.max(0, this.#deadline - now());
+    return this.signal.aborted ? 0 : Math.max(0, this.deadline - now());
   }
 
   /** Undefined while the lease is held, then why it ended (the signal's reason). */
@@ -271,12 +297,26 @@ export class Lease {
   #sleepUntil(at: number): Promise<void> {
     return new Promise((resolve) => {
       this.#wake = resolve;
-      this.#wakeTimer = setTimeout(resolve, Math.max(0, at - now()));
+      const t = setTimeout(resolve, Math.max(0, at - now()));
+      if (this.#background) (t as { unref?: () => void }).unref?.();
+      this.#wakeTimer = t;
     });
   }
 
   /** Renews every TTL/3 until release, a lease_lost answer, or the local deadline passing without a successful renewal. */
   async #keepalive(): Promise<void> {
+    const keeper = this.keeper;
+    if (keeper !== undefined) {
+      // In a session: no renewals; the lease ends with the session.
+      const stop = this.#loopStop.signal;
+      const stopped = new Promise<void>((resolve) => {
+        if (stop.aborted) resolve();
+        else stop.addEventListener("abort", () => resolve(), { once: true });
+      });
+      const reason = await Promise.race([keeper.done, stopped.then(() => undefined)]);
+      if (reason !== undefined && !this.#stopped) this.#end(new SessionEndedError(this.resource, this.token, keeper.resource, reason));
+      return;
+    }
     const interval = this.ttlMs / 3;
     const retry = Math.max(this.ttlMs / 20, 1);
     let nextAt = now() + interval;

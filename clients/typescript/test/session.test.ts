@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { BadRequestError, Client, LeaseLostError, sessionResource } from "../src/index.js";
+import { BadRequestError, Client, LeaseLostError, SessionEndedError, sessionResource } from "../src/index.js";
 import { sleep, startServer, type Server } from "./helpers.js";
 
 let srv: Server;
@@ -42,5 +42,42 @@ describe("sessions", () => {
 
   test("not a session", async () => {
     await assert.rejects(client.acquireOnce("x", { holder: "w", session: { resource: "plain", token: 1n } }), TypeError);
+  });
+});
+
+describe("the client's session", () => {
+  test("its leases are in it by default", async () => {
+    const c = new Client(srv.url, { sessionTtlMs: 600 });
+    const a = await c.acquire("cs-a", { ttlMs: 600 });
+    const [b, d] = await c.acquireAll(["cs-b", "cs-d"], { ttlMs: 600 });
+    const own = await c.acquire("cs-own", { ttlMs: 1000 });
+    const keep = await c.session();
+    assert.ok(keep);
+    for (const l of [a, b, d]) assert.equal(l.keeper, keep);
+    assert.equal(own.keeper, undefined);
+    await sleep(1500); // past the TTL: only the session (and own) are renewed
+    for (const name of ["cs-a", "cs-b", "cs-d", "cs-own"]) assert.equal((await c.status(name)).held, true, name);
+    await c.close();
+    for (const l of [a, b, d]) {
+      const why = await l.done;
+      assert.ok(why instanceof SessionEndedError, String(why));
+      assert.equal((await c.status(l.resource)).held, false);
+    }
+    assert.equal(own.signal.aborted, false);
+    await own.release();
+    const again = await c.acquire("cs-a", { ttlMs: 600 });
+    assert.ok(again.keeper && again.keeper !== keep);
+    await again.release(); // the session stays open for the next acquire
+    assert.equal(await c.session(), again.keeper);
+    await c.close();
+    assert.equal(await c.session(), undefined);
+  });
+
+  test("without sessions, every lease keeps itself alive", async () => {
+    const c = new Client(srv.url, { session: false });
+    const l = await c.acquire("cs-solo");
+    assert.equal(l.keeper, undefined);
+    assert.equal(await c.session(), undefined);
+    await l.release();
   });
 });
