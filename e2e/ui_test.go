@@ -531,3 +531,51 @@ func TestDashboard_AuthURLCredentials(t *testing.T) {
 	}
 	b.noProblems("401")
 }
+
+// TestDashboard_Primitives shows the holds beyond one lease: a shared
+// group with its holders, listed and then followed through its events
+// (a holder joining, one leaving, the last), a permit on its slot, and a
+// holder asked to let go.
+func TestDashboard_Primitives(t *testing.T) {
+	srv := start(t, t.TempDir())
+	do := func(path, body string) {
+		t.Helper()
+		r := apiDo(t, "POST", srv.URL+path, []byte(body), nil)
+		if r.status/100 != 2 {
+			t.Fatalf("POST %s %s: %s", path, body, r)
+		}
+	}
+	do("/v1/locks/catalog/acquire", `{"holder":"reader-1","ttl_ms":60000,"mode":"shared"}`)
+	b := newBrowser(t)
+	b.open(srv.URL + "/ui/")
+	b.waitFor("the stream live", `document.body.dataset.watch === "live"`)
+	b.waitFor("the listed group", `document.querySelector('#locks tr[data-resource="catalog"][data-shared="true"] td.holder')?.textContent === "shared: reader-1"`)
+	do("/v1/locks/catalog/acquire", `{"holder":"reader-2","ttl_ms":60000,"mode":"shared"}`)
+	b.waitFor("a second holder joining", `document.querySelector('#locks tr[data-resource="catalog"] td.holder')?.textContent === "shared: reader-1, reader-2"`)
+	b.waitFor("the shared grant in the timeline", `[...document.querySelectorAll('#timeline tr[data-type="granted"][data-holder="reader-2"]')].some((tr) => tr.textContent.includes("shared hold granted to reader-2"))`)
+	tok := apiAcquireShared(t, srv.URL, "catalog", "reader-3")
+	do("/v1/locks/catalog/release", fmt.Sprintf(`{"token":%d,"holder":"reader-1"}`, tok))
+	b.waitFor("a holder leaving", `document.querySelector('#locks tr[data-resource="catalog"] td.holder')?.textContent === "shared: reader-2, reader-3"`)
+	for _, h := range []string{"reader-2", "reader-3"} {
+		do("/v1/locks/catalog/release", fmt.Sprintf(`{"token":%d,"holder":%q}`, tok, h))
+	}
+	b.waitFor("the group gone with its last holder", `!document.querySelector('#locks tr[data-resource="catalog"]')`)
+
+	do("/v1/locks/encoders/acquire", `{"holder":"enc-1","ttl_ms":60000,"limit":2}`)
+	b.waitFor("the permit on its slot", `document.querySelector('#locks tr[data-resource="encoders/permit-1-of-2"] td.holder')?.textContent === "enc-1"`)
+	do("/v1/locks/encoders%2Fpermit-1-of-2/revoke", `{"grace_ms":60000}`)
+	b.waitFor("the holder asked to let go", `document.querySelector('#locks tr[data-resource="encoders/permit-1-of-2"]')?.dataset.revokeAt !== undefined &&
+		[...document.querySelectorAll('#timeline tr[data-type="revoke_requested"]')].some((tr) => tr.textContent.includes("enc-1 asked to let go"))`)
+	b.noProblems()
+}
+
+// apiAcquireShared takes a shared hold of res for holder and returns the
+// group's token.
+func apiAcquireShared(t *testing.T, url, res, holder string) uint64 {
+	t.Helper()
+	r := apiDo(t, "POST", url+"/v1/locks/"+res+"/acquire", fmt.Appendf(nil, `{"holder":%q,"ttl_ms":60000,"mode":"shared"}`, holder), nil)
+	m := apiOK(t, r, map[string]any{"resource": res, "holder": holder, "token": apiPosInt, "ttl_ms": 60000,
+		"expires_at": apiExpiresIn(time.Minute), "mode": "shared"})
+	n, _ := apiUint(m["token"])
+	return n
+}

@@ -303,7 +303,7 @@ func (s *Handler) revoke(c *call) error {
 		if asked.Token != 0 {
 			c.holder = asked.Holder
 			c.writeJSONStatus(http.StatusAccepted, wire.RevokeAsked{Resource: c.resource, Holder: asked.Holder, Token: asked.Token,
-				RevokeAt: wire.Timestamp(asked.RevokeAt), Mode: wire.NewLease(c.resource, asked).Mode})
+				RevokeAt: wire.Timestamp(asked.RevokeAt), Mode: wire.ModeOf(asked.Shared)})
 			return nil
 		}
 	}

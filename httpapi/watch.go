@@ -46,7 +46,8 @@ var (
 // eventOf is the wire form of e.
 func eventOf(e watch.Event) wire.Event {
 	w := wire.Event{Type: string(e.Type), Resource: e.Resource, Holder: e.Holder, Token: e.Token,
-		LastFence: e.LastFence, Key: e.Key, Op: e.Op, Time: wire.Timestamp(e.Time), Detail: e.Detail}
+		LastFence: e.LastFence, Key: e.Key, Op: e.Op, Mode: wire.ModeOf(e.Shared),
+		Time: wire.Timestamp(e.Time), Detail: e.Detail}
 	if !e.ExpiresAt.IsZero() {
 		w.ExpiresAt = wire.Timestamp(e.ExpiresAt)
 	}

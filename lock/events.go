@@ -49,7 +49,7 @@ func (s *Service) record(c change, l fence.Lease, lastFence fence.Token) {
 	if c.event == "" || s.Events == nil {
 		return
 	}
-	e := watch.Event{Type: c.event, Resource: l.Resource, Holder: l.Holder, Token: l.Token, LastFence: lastFence}
+	e := watch.Event{Type: c.event, Resource: l.Resource, Holder: l.Holder, Token: l.Token, LastFence: lastFence, Shared: l.Shared}
 	if c.event == watch.Granted || c.event == watch.Renewed {
 		e.ExpiresAt = l.Expires
 	}

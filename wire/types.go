@@ -48,8 +48,9 @@ const (
 	ModeShared    = "shared"
 )
 
-// modeOf is the mode member of a shared hold, absent (exclusive) otherwise.
-func modeOf(shared bool) string {
+// ModeOf is the mode member of a hold: ModeShared for a shared one, ""
+// (absent: exclusive) otherwise.
+func ModeOf(shared bool) string {
 	if shared {
 		return ModeShared
 	}
@@ -132,7 +133,7 @@ func NewLease(resource string, l fence.Lease) Lease {
 		ExpiresAt: Timestamp(l.Expires),
 		Sequencer: l.Sequencer,
 		Session:   NewSessionRef(l.Session),
-		Mode:      modeOf(l.Shared),
+		Mode:      ModeOf(l.Shared),
 		RevokeAt:  optionalTimestamp(l.RevokeAt),
 	}
 }
@@ -222,7 +223,7 @@ func NewLockStatus(st fence.LockStatus) LockStatus {
 	resp := LockStatus{Resource: st.Resource, Held: st.Held, LastToken: st.LastToken}
 	if st.Held {
 		resp.Holder, resp.Token, resp.ExpiresAt, resp.Session = st.Holder, st.Token, Timestamp(st.Expires), NewSessionRef(st.Session)
-		resp.Mode, resp.Holders, resp.RevokeAt = modeOf(st.Shared), st.Holders, optionalTimestamp(st.RevokeAt)
+		resp.Mode, resp.Holders, resp.RevokeAt = ModeOf(st.Shared), st.Holders, optionalTimestamp(st.RevokeAt)
 	}
 	return resp
 }
@@ -253,7 +254,7 @@ type ListedLock struct {
 // NewListedLock is the listing of l, a held lock.
 func NewListedLock(l fence.LockStatus) ListedLock {
 	return ListedLock{Resource: l.Resource, Holder: l.Holder, Token: l.Token, ExpiresAt: Timestamp(l.Expires),
-		Waiters: l.Waiters, Session: NewSessionRef(l.Session), Mode: modeOf(l.Shared), Holders: l.Holders, RevokeAt: optionalTimestamp(l.RevokeAt)}
+		Waiters: l.Waiters, Session: NewSessionRef(l.Session), Mode: ModeOf(l.Shared), Holders: l.Holders, RevokeAt: optionalTimestamp(l.RevokeAt)}
 }
 
 // PutResponse is the answer to PUT /v1/kv/{resource}/{key}.
@@ -328,6 +329,7 @@ type Event struct {
 	Key       string      `json:"key,omitempty"`
 	Op        string      `json:"op,omitempty"`
 	ExpiresAt string      `json:"expires_at,omitempty"`
+	Mode      string      `json:"mode,omitempty"` // ModeShared for a shared hold's event
 	Time      string      `json:"time"`
 	Detail    string      `json:"detail,omitempty"`
 }

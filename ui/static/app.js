@@ -404,15 +404,29 @@
     }
   }
 
+  // lockOf is a held lock from a listing's entry or a grant's event. A
+  // shared group has holders (a listing's, or the event's one) and no
+  // holder of its own; a lease in a session names the session.
   function lockOf(l) {
+    const shared = l.mode === 'shared';
     return {
       resource: l.resource,
       holder: l.holder,
+      shared,
+      holders: shared ? (l.holders || (l.holder !== undefined ? [l.holder] : [])) : [],
+      session: l.session ? l.session.resource : '',
+      revokeAt: l.revoke_at || '',
       token: l.token,
       expires_at: l.expires_at,
       expiresMs: parseTime(l.expires_at),
       waiters: l.waiters === undefined ? '0' : l.waiters,
     };
+  }
+
+  // heldBy says who holds l: its holder, or a shared group's holders.
+  function heldBy(l) {
+    if (l.shared) return 'shared: ' + l.holders.join(', ');
+    return l.session ? l.holder + ' (in ' + l.session + ')' : l.holder;
   }
 
   // applyLockEvent brings the locks up to date with one event.
@@ -423,13 +437,34 @@
       case 'renewed': {
         const l = lockOf(e);
         l.waiters = cur ? cur.waiters : '0';
+        if (l.shared && cur && cur.shared && cur.token === l.token) {
+          // One more holder of the group, or one renewed: the group lasts
+          // as long as its latest holder.
+          l.holders = [...new Set([...cur.holders, e.holder])].sort();
+          if (cur.expiresMs > l.expiresMs) {
+            l.expires_at = cur.expires_at;
+            l.expiresMs = cur.expiresMs;
+          }
+        } else if (!l.shared && cur && cur.token === l.token) {
+          l.session = cur.session; // events do not name the session
+        }
         state.locks.set(e.resource, l);
         break;
       }
       case 'released':
       case 'expired':
+        if (cur && cur.shared && e.mode === 'shared' && cur.token === e.token) {
+          cur.holders = cur.holders.filter((h) => h !== e.holder);
+          if (cur.holders.length === 0) state.locks.delete(e.resource);
+          break;
+        }
+        if (cur && (e.token === undefined || cur.token === e.token)) state.locks.delete(e.resource);
+        break;
       case 'revoked':
         if (cur && (e.token === undefined || cur.token === e.token)) state.locks.delete(e.resource);
+        break;
+      case 'revoke_requested':
+        if (cur && cur.token === e.token) cur.revokeAt = e.expires_at;
         break;
       default:
         break;
@@ -447,13 +482,15 @@
       tr.dataset.token = l.token;
       tr.append(
         cell(l.resource, 'resource'),
-        cell(l.holder, 'holder'),
+        cell(heldBy(l), 'holder'),
         cell(l.token, 'num token'),
         cell('', 'num left'),
         cell(l.waiters, 'num waiters'),
       );
       tr.cells[3].dataset.expires = String(l.expiresMs);
-      tr.cells[3].title = 'expires at ' + l.expires_at;
+      tr.cells[3].title = 'expires at ' + l.expires_at + (l.revokeAt ? '; asked to let go, revoked at ' + l.revokeAt : '');
+      if (l.shared) tr.dataset.shared = 'true';
+      if (l.revokeAt) tr.dataset.revokeAt = l.revokeAt;
       frag.append(tr);
     }
     body.replaceChildren(frag);
@@ -563,7 +600,7 @@
       tr.dataset.resource = name;
       tr.append(
         cell(name, 'resource'),
-        cell(l ? l.holder : 'free', l ? 'held' : 'held free'),
+        cell(l ? heldBy(l) : 'free', l ? 'held' : 'held free'),
         cell(r.last_token === undefined ? '…' : r.last_token, 'num last-token'),
         cell(r.last_fence === undefined ? '…' : r.last_fence, 'num last-fence'),
       );
@@ -723,6 +760,7 @@
     released: 'released',
     expired: 'expired',
     revoked: 'revoked',
+    revoke_requested: 'asked to let go',
     fence_raised: 'fence raised',
     write_rejected: 'write rejected',
     lost: 'events lost',
@@ -733,13 +771,15 @@
     const t = e.token;
     switch (e.type) {
       case 'granted':
-        return 'granted to ' + e.holder + until(e.expires_at);
+        return (e.mode === 'shared' ? 'shared hold granted to ' : 'granted to ') + e.holder + until(e.expires_at);
       case 'renewed':
         return 'renewed by ' + e.holder + until(e.expires_at);
       case 'released':
         return 'released by ' + e.holder;
       case 'expired':
-        return 'the lease of ' + e.holder + ' ran out';
+        return (e.mode === 'shared' ? 'the shared hold of ' : 'the lease of ') + e.holder + ' ran out';
+      case 'revoke_requested':
+        return e.holder + ' asked to let go' + (Number.isNaN(parseTime(e.expires_at)) ? '' : '; revoked at ' + clock(parseTime(e.expires_at), false) + ' unless released');
       case 'revoked':
         return (t !== undefined ? 'the lease of ' + e.holder + ' revoked' : 'revoked while free') +
           '; fence raised to ' + e.last_fence;
