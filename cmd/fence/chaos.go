@@ -73,8 +73,9 @@ strictly increase; no acknowledged write is lost; the key-value history is
 linearizable (porcupine's search, made to need memory linear in a resource's
 history); with the TTL known, no grant returned while another client's
 lease, at least a TTL from its acquire's call, could still run unreleased,
-a shared hold beside no exclusive one, and never more permits of a
-semaphore than its limit (lease-exclusive). The history goes to a file as the run goes, and is checked one
+a shared hold beside no exclusive one, never more permits of a semaphore
+than its limit, and a refused multi-acquire holding nothing
+(lease-exclusive). The history goes to a file as the run goes, and is checked one
 resource at a time, so that a long run needs memory for the largest
 resource's history only. A run fails if the checker finds a violation, or if
 no fault bit (no pause outlasted a TTL, no operation was cut short, no
@@ -205,7 +206,7 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	fs.Uint64Var(&seed, "seed", 0, "seed of the fault schedule and the workload (default: random, printed)")
 	fs.Var(&faults, "faults", "fault `kinds` to inject, comma-separated, empty for none: pause, kill, net, bitflip, lose-unsynced, restore, clock-skew (default all but restore and clock-skew); with --cluster pause, net, clock-skew, leader-kill, leader-pause, engine-kill, engine-net, partition (default all but clock-skew and partition)")
 	fs.IntVar(&cfg.TxnPercent, "txn-percent", 20, "percent of client cycles that are two-resource transactions")
-	fs.StringVar(&cfg.Workload, "workload", chaos.WorkloadLock, "`kind` of holds: lock (each lease alone), session (each client keeps one session and takes every lease in it, so that a paused client's session and all its leases expire at once), semaphore (each cycle holds one of 2 permits of its resource and writes its slot's keys) or shared (half the cycles hold their resource shared and write the client's own key; the others exclusively)")
+	fs.StringVar(&cfg.Workload, "workload", chaos.WorkloadLock, "`kind` of holds: lock (each lease alone), session (each client keeps one session and takes every lease in it, so that a paused client's session and all its leases expire at once), semaphore (each cycle holds one of 2 permits of its resource and writes its slot's keys), shared (half the cycles hold their resource shared and write the client's own key; the others exclusively) or multi (each cycle takes two resources at once, all or nothing, and writes both in a txn)")
 	fs.DurationVar(&cfg.Think, "think", 25*time.Millisecond, "mean pause between a client's cycles; less load makes a shorter history to check")
 	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "storage on a store that does not check fences; with --guard, writes that bypass the guard (the checker must find violations)")
 	fs.StringVar(&cfg.Guard, "guard", "", "the clients write to the PostgreSQL database at this connection `URL` through fence's guard, with their leases' tokens, instead of to fence's storage (prefer FENCE_GUARD: flags show in ps)")
@@ -455,7 +456,7 @@ func chaosWorkerCmd(ctx context.Context, args []string, std stdio) error {
 	fs.DurationVar(&cfg.TTL, "ttl", time.Second, "lease TTL")
 	fs.DurationVar(&cfg.Timeout, "timeout", 3*time.Second, "request timeout")
 	fs.IntVar(&cfg.TxnPercent, "txn-percent", 0, "percent of transactions")
-	fs.StringVar(&cfg.Workload, "workload", chaos.WorkloadLock, "lock, session, semaphore or shared")
+	fs.StringVar(&cfg.Workload, "workload", chaos.WorkloadLock, "lock, session, semaphore, shared or multi")
 	fs.DurationVar(&cfg.Think, "think", 0, "mean pause between cycles")
 	fs.Uint64Var(&seed, "seed", 0, "seed")
 	fs.Int64Var(&cfg.Start, "start", 0, "run start, Unix ns")

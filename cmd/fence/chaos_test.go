@@ -146,11 +146,12 @@ func TestChaos_TLSAuth(t *testing.T) {
 // TestChaos_Workloads runs each workload of holds but the default one
 // under pauses and kills: sessions (a paused client's session, and every
 // lease in it, expires at once), shared holds (readers and writers of one
-// resource never hold beside each other) and permits (never more than a
-// semaphore's limit); a paused holder's write is fenced. A run too short
+// resource never hold beside each other), permits (never more than a
+// semaphore's limit) and multi-acquires (a refused one holds nothing); a
+// paused holder's write is fenced. A run too short
 // for a fenced write runs again, longer.
 func TestChaos_Workloads(t *testing.T) {
-	for _, workload := range []string{"session", "shared", "semaphore"} {
+	for _, workload := range []string{"session", "shared", "semaphore", "multi"} {
 		t.Run(workload, func(t *testing.T) {
 			var rep chaosResult
 			for _, dur := range []string{"6s", "12s", "24s"} {

@@ -167,13 +167,17 @@ const (
 	// holders writing at once write different keys); the others hold it
 	// exclusively, as WorkloadLock does.
 	WorkloadShared = "shared"
+	// WorkloadMulti: every cycle takes two resources at once, all or
+	// nothing (POST /v1/locks), and writes both in one txn; after a refused
+	// multi-acquire the client looks at both locks, which it must not hold.
+	WorkloadMulti = "multi"
 )
 
 // SemaphoreLimit is the limit of the semaphores of WorkloadSemaphore.
 const SemaphoreLimit = 2
 
 // workloads are the workloads a run may have.
-var workloads = []string{WorkloadLock, WorkloadSession, WorkloadSemaphore, WorkloadShared}
+var workloads = []string{WorkloadLock, WorkloadSession, WorkloadSemaphore, WorkloadShared, WorkloadMulti}
 
 // Validate checks c and fills defaults.
 func (c *Config) Validate() error {
@@ -197,6 +201,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("chaos: fault-every must be 10ms..1h, not %s", c.FaultEvery)
 	case c.Workload != "" && !slices.Contains(workloads, c.Workload):
 		return fmt.Errorf("chaos: unknown workload %q (want one of %s)", c.Workload, strings.Join(workloads, ", "))
+	case c.Workload == WorkloadMulti && c.Resources < 2:
+		return fmt.Errorf("chaos: the %s workload takes two resources at once: it needs --resources 2 or more", c.Workload)
 	case (c.Workload == WorkloadSemaphore || c.Workload == WorkloadShared) && c.Guard != "":
 		return fmt.Errorf("chaos: the %s workload writes fence's own storage: it does not run with a guard", c.Workload)
 	case c.FaultEvery*2/5 >= c.Duration && len(c.Faults) > 0:

@@ -155,7 +155,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
 		go w.keepSession(ctx)
 	}
 	for ctx.Err() == nil {
-		if cfg.Resources >= 2 && w.rng.IntN(100) < cfg.TxnPercent && cfg.Workload != WorkloadSemaphore {
+		if cfg.Workload == WorkloadMulti {
+			w.multiCycle(ctx)
+		} else if cfg.Resources >= 2 && w.rng.IntN(100) < cfg.TxnPercent && cfg.Workload != WorkloadSemaphore {
 			w.txnCycle(ctx)
 		} else {
 			w.cycle(ctx)
@@ -422,9 +424,8 @@ func (w *worker) cycle(ctx context.Context) {
 	w.release(ctx, l)
 }
 
-// txnCycle acquires two resources (in order, so that clients never wait on
-// each other in a cycle), reads a key of each and writes both in one txn.
-func (w *worker) txnCycle(ctx context.Context) {
+// twoResources picks two distinct resources, in order.
+func (w *worker) twoResources() (string, string) {
 	a, b := w.rng.IntN(w.cfg.Resources), w.rng.IntN(w.cfg.Resources-1)
 	if b >= a {
 		b++
@@ -432,7 +433,13 @@ func (w *worker) txnCycle(ctx context.Context) {
 	if a > b {
 		a, b = b, a
 	}
-	ra, rb := w.resource(a), w.resource(b)
+	return w.resource(a), w.resource(b)
+}
+
+// txnCycle acquires two resources (in order, so that clients never wait on
+// each other in a cycle), reads a key of each and writes both in one txn.
+func (w *worker) txnCycle(ctx context.Context) {
+	ra, rb := w.twoResources()
 	la := w.acquire(ctx, ra, holdLock)
 	if la.Token == 0 {
 		return
@@ -443,6 +450,56 @@ func (w *worker) txnCycle(ctx context.Context) {
 		return
 	}
 	defer w.release(ctx, lb)
+	w.txnOf(ctx, la, lb)
+}
+
+// multiCycle acquires two resources at once (POST /v1/locks), all or
+// nothing, reads a key of each and writes both in one txn. Each grant is
+// an acquire op of its resource; a refusal is followed by a probe of both
+// locks, which the client must not hold.
+func (w *worker) multiCycle(ctx context.Context) {
+	ra, rb := w.twoResources()
+	wait := 2 * w.cfg.TTL
+	if w.rng.IntN(2) == 0 {
+		wait = 0 // refused at once if either is held: the refusals are what the probes check
+	}
+	call := w.now()
+	ls, err := w.locks.AcquireAll(ctx, []string{ra, rb}, w.holder, w.cfg.TTL, wait)
+	if errors.Is(err, fence.ErrLockHeld) {
+		ret := w.now()
+		for _, r := range []string{ra, rb} {
+			w.record(history.Op{Kind: history.KindAcquire, Resource: r, Call: call, Return: ret, Outcome: history.Rejected, Error: err.Error()})
+		}
+		for _, r := range []string{ra, rb} {
+			op := history.Op{Kind: history.KindProbe, Resource: r, Call: w.now()}
+			st, err := w.locks.Status(ctx, r)
+			if st.Held {
+				op.Value, op.Token = st.Holder, uint64(st.Token)
+			}
+			w.finish(op, err)
+		}
+		return
+	}
+	var ops [2]history.Op
+	for i, r := range []string{ra, rb} {
+		ops[i] = history.Op{Kind: history.KindAcquire, Resource: r, Call: call}
+		if err == nil {
+			ops[i].Token = uint64(ls[i].Token)
+		}
+		ops[i] = w.finish(ops[i], err)
+	}
+	if ops[0].Outcome != history.OK {
+		w.backoff(ctx)
+		return
+	}
+	defer w.release(ctx, ls[0])
+	defer w.release(ctx, ls[1])
+	w.txnOf(ctx, ls[0], ls[1])
+}
+
+// txnOf reads a key of each lease's resource and writes both in one txn.
+func (w *worker) txnOf(ctx context.Context, la, lb fence.Lease) {
+	ra, rb := la.Resource, lb.Resource
 	ta, tb := la.Token, lb.Token
 	w.pauseIfArmed(ra, ta)
 	ka, kb := w.key(), w.key()

@@ -25,7 +25,8 @@
 //     server's clock did. The holders of a shared group hold at once (one
 //     token), but no exclusive lease beside any of them; and a semaphore
 //     never has more permits held, across its slots, than its limit (the
-//     one cross-resource check, counted in the first pass).
+//     one cross-resource check, counted in the first pass); and a refused
+//     multi-acquire holds none of its resources (its client's probes).
 //
 // Every checker judges each resource on its own, a txn in each resource it
 // writes, so the history is judged one resource at a time: Check takes one

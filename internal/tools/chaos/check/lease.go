@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/fence-lock/fence"
@@ -61,6 +62,7 @@ func (j *judge) checkLeaseExclusive(h *hist) {
 			restores = append(restores, op.Call)
 		}
 	}
+	j.checkRefusedHoldsNothing(h)
 	slices.SortFunc(grants, func(a, b *history.Op) int { return cmp.Or(cmp.Compare(a.Token, b.Token), cmp.Compare(a.Call, b.Call)) })
 	j.leases.checked += len(grants)
 	// ran reports whether prev's hold could still run when next returned.
@@ -111,6 +113,34 @@ func (j *judge) checkLeaseExclusive(h *hist) {
 			}
 		}
 		prevHold, start = hold, end
+	}
+}
+
+// checkRefusedHoldsNothing: a multi-acquire that was refused holds none
+// of its resources afterwards. The probe its client made of each lock
+// right after the refusal must not find the client holding it with a
+// token that no acquire of the client's was granted (one of unknown
+// outcome, before the probe, may have been). Part of lease-exclusive.
+func (j *judge) checkRefusedHoldsNothing(h *hist) {
+	for _, p := range h.ops {
+		if p.Kind != history.KindProbe || p.Resource != h.resource || p.Outcome != history.OK || p.Token == 0 ||
+			p.Value != "client-"+strconv.Itoa(p.Client) {
+			continue
+		}
+		j.leases.checked++
+		excused := slices.ContainsFunc(h.ops, func(op *history.Op) bool {
+			return op.Kind == history.KindAcquire && op.Client == p.Client && op.Resource == p.Resource && op.Call < p.Call &&
+				(op.Outcome == history.OK && op.Token == p.Token || op.Outcome == history.Unknown)
+		})
+		if excused {
+			continue
+		}
+		j.leases.add(j.next(), 0, Violation{
+			Checker: LeaseExclusive,
+			Message: fmt.Sprintf("resource %q: %s found client %d holding it with token %d after its multi-acquire was refused, a token no acquire of it was granted: the refused request held a resource",
+				h.resource, describe(p), p.Client, p.Token),
+			Ops: []int64{p.ID},
+		})
 	}
 }
 

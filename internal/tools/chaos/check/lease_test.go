@@ -1,6 +1,7 @@
 package check_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -129,6 +130,25 @@ func TestLeaseExclusive(t *testing.T) {
 		id := permit(b, 1, "s/permit-1-of-1", 2, 20, 30) // the slot exclusive broken too
 		rep := check1(t, b, check.LeaseExclusive)
 		wantViolation(t, rep, check.LeaseExclusive, id, "more than its limit 1")
+	})
+	// A refused multi-acquire holds nothing: the probe after it must not
+	// find its client holding a token it was never granted.
+	probe := func(b *builder, client int, token uint64, call int64) int64 {
+		return b.add(history.Op{Client: client, Kind: history.KindProbe, Resource: "r", Value: "client-" + strconv.Itoa(client), Token: token,
+			Call: call, Return: call + 1, Outcome: history.OK})
+	}
+	t.Run("a refused multi-acquire holding a resource", func(t *testing.T) {
+		b := &builder{}
+		b.add(history.Op{Client: 0, Kind: history.KindAcquire, Resource: "r", Call: 0, Return: 10, Outcome: history.Rejected})
+		id := probe(b, 0, 3, 20)
+		wantViolation(t, check1(t, b, check.LeaseExclusive), check.LeaseExclusive, id, "after its multi-acquire was refused")
+	})
+	t.Run("a probe finding an earlier lease", func(t *testing.T) {
+		b := &builder{}
+		b.acquire(0, "r", 3, 0, 10) // its own, granted before, not yet ended
+		b.add(history.Op{Client: 0, Kind: history.KindAcquire, Resource: "r", Call: 20, Return: 30, Outcome: history.Rejected})
+		probe(b, 0, 3, 40)
+		check1(t, b)
 	})
 	t.Run("no TTL, not checked", func(t *testing.T) {
 		b := &builder{}

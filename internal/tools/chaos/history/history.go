@@ -19,12 +19,16 @@ const (
 	// while no client ran. What was acknowledged after the backup was
 	// taken is gone; tokens go on above every one issued before.
 	KindRestore Kind = "restore"
+	// KindProbe is a client's look at a resource's lock (GET
+	// /v1/locks/{resource}) right after a multi-acquire of it was refused:
+	// Value is the holder seen ("" if free), Token its token.
+	KindProbe Kind = "probe"
 )
 
 // Valid reports whether k is one of the Kind constants.
 func (k Kind) Valid() bool {
 	switch k {
-	case KindAcquire, KindRead, KindWrite, KindTxn, KindRelease, KindRestore:
+	case KindAcquire, KindRead, KindWrite, KindTxn, KindRelease, KindRestore, KindProbe:
 		return true
 	}
 	return false
