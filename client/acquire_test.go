@@ -127,6 +127,12 @@ func TestClient_RevokeRequested(t *testing.T) {
 	if !l.RevokeAt().Equal(asked.RevokeAt) {
 		t.Fatalf("RevokeAt=%s, want %s", l.RevokeAt(), asked.RevokeAt)
 	}
+	if st, err := c.Status(t.Context(), "job"); err != nil || !st.RevokeAt.Equal(asked.RevokeAt) {
+		t.Fatalf("Status=%+v, %v; want RevokeAt %s", st, err, asked.RevokeAt)
+	}
+	if ls, _, err := c.API().List(t.Context(), "job", "", 0); err != nil || len(ls) != 1 || !ls[0].RevokeAt.Equal(asked.RevokeAt) {
+		t.Fatalf("List=%+v, %v; want job with RevokeAt %s", ls, err, asked.RevokeAt)
+	}
 	if err := l.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}

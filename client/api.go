@@ -466,8 +466,14 @@ func (c *API) List(ctx context.Context, prefix, after string, limit int) ([]fenc
 		if err != nil {
 			return nil, "", fmt.Errorf("client: lock expires_at %q: %w", l.ExpiresAt, err)
 		}
-		locks = append(locks, fence.LockStatus{Resource: l.Resource, Held: true, Holder: l.Holder, Token: l.Token, Expires: exp, Waiters: l.Waiters,
-			Session: l.Session.Decode(), Shared: l.Mode == wire.ModeShared, Holders: l.Holders})
+		st := fence.LockStatus{Resource: l.Resource, Held: true, Holder: l.Holder, Token: l.Token, Expires: exp, Waiters: l.Waiters,
+			Session: l.Session.Decode(), Shared: l.Mode == wire.ModeShared, Holders: l.Holders}
+		if l.RevokeAt != "" {
+			if st.RevokeAt, err = wire.ParseTimestamp(l.RevokeAt); err != nil {
+				return nil, "", fmt.Errorf("client: lock revoke_at: %w", err)
+			}
+		}
+		locks = append(locks, st)
 	}
 	return locks, lr.Next, nil
 }
@@ -545,6 +551,11 @@ func (c *API) Status(ctx context.Context, resource string) (fence.LockStatus, er
 			return fence.LockStatus{}, fmt.Errorf("client: lock expires_at %q: %w", lr.ExpiresAt, err)
 		}
 		st.Expires = exp
+		if lr.RevokeAt != "" {
+			if st.RevokeAt, err = wire.ParseTimestamp(lr.RevokeAt); err != nil {
+				return fence.LockStatus{}, fmt.Errorf("client: lock revoke_at: %w", err)
+			}
+		}
 	}
 	return st, nil
 }

@@ -347,7 +347,25 @@ func TestCluster_LeaderKill(t *testing.T) {
 		}
 		joined = append(joined, l)
 	}
-	held := slices.Concat(leases, permits, []*client.Lease{session})
+	// And a shared group of two readers, renewed by their holders.
+	var readers []*client.Lease
+	for i := range 2 {
+		ls, err := cl.Acquire(t.Context(), "doc", fence.WithShared(), fence.WithTTL(8*time.Second), fence.WithHolder(fmt.Sprint("reader-", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		readers = append(readers, ls)
+	}
+	if readers[0].Token() != readers[1].Token() {
+		t.Fatalf("readers got tokens %d and %d, want one group token", readers[0].Token(), readers[1].Token())
+	}
+	// And a holder asked to let go in ten minutes: the request stands
+	// across every failover.
+	asked, _, err := joiner.RequestRevoke(t.Context(), leases[2].Resource(), 10*time.Minute)
+	if err != nil || asked.Token != leases[2].Token() {
+		t.Fatalf("RequestRevoke: %+v, %v", asked, err)
+	}
+	held := slices.Concat(leases, permits, readers, []*client.Lease{session})
 
 	var times []time.Duration
 	for round := range failovers(t) {
@@ -395,6 +413,15 @@ func TestCluster_LeaderKill(t *testing.T) {
 		if _, err := contender.AcquirePermit(t.Context(), "pool", "thief", 2, time.Second, 0); !errors.Is(err, fence.ErrLockHeld) {
 			t.Fatalf("round %d: a third permit of two: err=%v, want ErrLockHeld", round, err)
 		}
+		if st, err := contender.Status(t.Context(), "doc"); err != nil || !st.Shared || !slices.Equal(st.Holders, []string{"reader-0", "reader-1"}) || st.Token != readers[0].Token() {
+			t.Fatalf("round %d: the shared group after the failover: %+v, %v; want both readers with token %d", round, st, err, readers[0].Token())
+		}
+		if _, err := contender.Acquire(t.Context(), "doc", "writer", time.Second, 0); !errors.Is(err, fence.ErrLockHeld) {
+			t.Fatalf("round %d: a writer beside the readers: err=%v, want ErrLockHeld", round, err)
+		}
+		if st, err := contender.Status(t.Context(), leases[2].Resource()); err != nil || st.RevokeAt.IsZero() || st.Token != leases[2].Token() {
+			t.Fatalf("round %d: the lease asked to let go, after the failover: %+v, %v; want held, asked still", round, st, err)
+		}
 		for _, l := range joined {
 			st, err := contender.Status(t.Context(), l.Resource)
 			if err != nil || !st.Held || st.Token != l.Token {
@@ -432,6 +459,35 @@ func TestCluster_LeaderKill(t *testing.T) {
 		}
 		c.start(leader) // it comes back as a standby
 	}
+	// A handover through the cluster: the waiter gets the lease with a
+	// greater token in one change, and the old token is fenced at once.
+	waiter := newAPI(t, c.addrs(), 10*time.Second)
+	got := make(chan fence.Lease, 1)
+	go func() {
+		l, err := waiter.Acquire(t.Context(), leases[0].Resource(), "successor", 8*time.Second, time.Minute)
+		if err != nil {
+			t.Errorf("the successor: %v", err)
+		}
+		got <- l
+	}()
+	for {
+		st, _, err := waiter.List(t.Context(), leases[0].Resource(), "", 1)
+		if err == nil && len(st) == 1 && st[0].Waiters == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	next, err := leases[0].Transfer(t.Context(), "successor")
+	if err != nil || next.Token <= leases[0].Token() {
+		t.Fatalf("Transfer: %+v, %v; want the successor's lease with a greater token", next, err)
+	}
+	if succ := <-got; succ.Token != next.Token {
+		t.Fatalf("the successor got token %d, the transfer said %d", succ.Token, next.Token)
+	}
+	if _, err := waiter.Put(t.Context(), leases[0].Resource(), "k", []byte("old"), leases[0].Token(), fence.Cond{}); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("the old holder's write after the handover: %v, want fenced", err)
+	}
+	held = held[1:] // leases[0] is the successor's now
 	for _, ls := range held {
 		if err := ls.Err(); err != nil {
 			t.Fatalf("lease %s lost: %v", ls.Resource(), err)

@@ -293,7 +293,7 @@ type judge struct {
 	tokenOrder, stale, monotonic, lost, lin, leases tally
 	// The permits of semaphores, across their slots (checkPermits).
 	permitGrants   []*history.Op
-	permitReleases map[slotHold]int64
+	permitReleases releases[slotHold]
 	// The counts behind the notes.
 	toResources, toNoRev    int
 	tmResources             int
@@ -317,7 +317,7 @@ func newJudge(opts Options, faults []history.Fault) *judge {
 		rep:        Report{Counts: make(map[string]int)},
 		keyRes:     make(map[string]string),
 		sizes:      make(map[string]int),
-		unresolved: make(map[string]int), permitReleases: make(map[slotHold]int64),
+		unresolved: make(map[string]int), permitReleases: make(releases[slotHold]),
 		staleOps: make(map[int64]bool),
 	}
 	for _, t := range []*tally{&j.tokenOrder, &j.stale, &j.monotonic, &j.lost, &j.lin, &j.leases} {

@@ -23,6 +23,25 @@ type holdKey struct {
 	client int
 }
 
+// releases are the calls of the releases sent, by hold. A hold may be
+// granted again to its holder after a release whose answer was lost (the
+// server restarted, and restored it), so a release counts only for the
+// grants before it.
+type releases[K comparable] map[K][]int64
+
+func (r releases[K]) add(k K, call int64) { r[k] = append(r[k], call) }
+
+// after returns the first release of k sent after t.
+func (r releases[K]) after(k K, t int64) (int64, bool) {
+	first, ok := int64(0), false
+	for _, at := range r[k] {
+		if at > t && (!ok || at < first) {
+			first, ok = at, true
+		}
+	}
+	return first, ok
+}
+
 // checkLeaseExclusive: no lease is granted while another client's could
 // still run. A grant's lease runs for at least Options.TTL from its
 // acquire's call (a lease in a session: until its op's Until, the
@@ -44,7 +63,7 @@ func (j *judge) checkLeaseExclusive(h *hist) {
 		return
 	}
 	var grants []*history.Op
-	released := make(map[holdKey]int64) // -> first call of a release sent
+	released := make(releases[holdKey]) // -> the calls of the releases sent
 	var restores []int64                // calls of the resource's restores
 	for _, op := range h.ops {
 		if op.Resource != h.resource {
@@ -54,10 +73,7 @@ func (j *judge) checkLeaseExclusive(h *hist) {
 		case op.Kind == history.KindAcquire && op.Outcome == history.OK:
 			grants = append(grants, op)
 		case op.Kind == history.KindRelease && op.Outcome != history.Fail:
-			k := holdKey{op.Token, op.Client}
-			if at, ok := released[k]; !ok || op.Call < at {
-				released[k] = op.Call
-			}
+			released.add(holdKey{op.Token, op.Client}, op.Call)
 		case op.Kind == history.KindRestore:
 			restores = append(restores, op.Call)
 		}
@@ -75,7 +91,7 @@ func (j *judge) checkLeaseExclusive(h *hist) {
 		if ret >= until-int64(leaseSlack) {
 			return until, false
 		}
-		if at, ok := released[holdKey{prev.Token, prev.Client}]; ok && at < ret {
+		if at, ok := released.after(holdKey{prev.Token, prev.Client}, prev.Call); ok && at < ret {
 			return until, false
 		}
 		if slices.ContainsFunc(restores, func(at int64) bool { return at > prev.Call && at < ret }) {
@@ -163,10 +179,7 @@ func (j *judge) notePermit(op *history.Op) {
 		g := *op
 		j.permitGrants = append(j.permitGrants, &g)
 	case op.Kind == history.KindRelease && op.Outcome != history.Fail:
-		k := slotHold{op.Resource, holdKey{op.Token, op.Client}}
-		if at, ok := j.permitReleases[k]; !ok || op.Call < at {
-			j.permitReleases[k] = op.Call
-		}
+		j.permitReleases.add(slotHold{op.Resource, holdKey{op.Token, op.Client}}, op.Call)
 	}
 }
 
@@ -179,7 +192,10 @@ type slotHold struct {
 // checkPermits: never more than N permits of a semaphore of limit N held
 // at once, counting each permit as held from its grant's return until a
 // TTL after its acquire's call or the release's call, whichever is first
-// (so that what is counted surely overlapped). Part of lease-exclusive.
+// (so that what is counted surely overlapped). The grants of one hold (a
+// holder given its own permit again, after a release that did not reach
+// the server) count as one, from the first to the last. Part of
+// lease-exclusive.
 func (j *judge) checkPermits() {
 	ttl := int64(j.opts.TTL)
 	if ttl <= 0 || len(j.permitGrants) == 0 {
@@ -190,19 +206,35 @@ func (j *judge) checkPermits() {
 		delta int
 		op    *history.Op
 	}
-	bySem := make(map[string][]edge)
-	limits := make(map[string]int)
+	type span struct {
+		from, until int64
+		op          *history.Op
+	}
+	holds := make(map[slotHold]*span)
+	var order []slotHold
 	for _, g := range j.permitGrants {
-		base, _, n, _ := fence.ParseSlot(g.Resource)
-		limits[base] = n
 		from, until := max(g.Return, g.Call), g.Call+ttl-int64(leaseSlack)
-		if at, ok := j.permitReleases[slotHold{g.Resource, holdKey{g.Token, g.Client}}]; ok {
+		k := slotHold{g.Resource, holdKey{g.Token, g.Client}}
+		if at, ok := j.permitReleases.after(k, g.Call); ok {
 			until = min(until, at)
 		}
-		if until <= from {
+		if s := holds[k]; s != nil {
+			s.from, s.until = min(s.from, from), max(s.until, until)
 			continue
 		}
-		bySem[base] = append(bySem[base], edge{from, 1, g}, edge{until, -1, g})
+		holds[k] = &span{from, until, g}
+		order = append(order, k)
+	}
+	bySem := make(map[string][]edge)
+	limits := make(map[string]int)
+	for _, k := range order {
+		s := holds[k]
+		base, _, n, _ := fence.ParseSlot(k.slot)
+		limits[base] = n
+		if s.until <= s.from {
+			continue
+		}
+		bySem[base] = append(bySem[base], edge{s.from, 1, s.op}, edge{s.until, -1, s.op})
 	}
 	for _, base := range slices.Sorted(maps.Keys(bySem)) {
 		edges := bySem[base]

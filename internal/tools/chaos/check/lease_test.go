@@ -124,6 +124,32 @@ func TestLeaseExclusive(t *testing.T) {
 		permit(b, 2, "s/permit-1-of-2", 2, 45, 60)
 		check1(t, b)
 	})
+	// A holder given its own permit again after a restart restored it, the
+	// answer to its release lost: the release ended only the grant before.
+	t.Run("a permit restored and granted again", func(t *testing.T) {
+		b := &builder{}
+		permit(b, 0, "s/permit-1-of-1", 1, 0, 10)
+		b.add(history.Op{Client: 0, Kind: history.KindRelease, Resource: "s/permit-1-of-1", Token: 1, Call: 20, Outcome: history.Unknown})
+		permit(b, 0, "s/permit-1-of-1", 1, 30*ms, 40*ms) // the restored permit, its own again
+		b.release(0, "s/permit-1-of-1", 1, 50*ms, 60*ms)
+		permit(b, 1, "s/permit-1-of-1", 2, 55*ms, 70*ms)
+		check1(t, b)
+		b2 := &builder{}
+		permit(b2, 0, "s/permit-1-of-1", 1, 0, 10)
+		b2.add(history.Op{Client: 0, Kind: history.KindRelease, Resource: "s/permit-1-of-1", Token: 1, Call: 20, Outcome: history.Unknown})
+		permit(b2, 0, "s/permit-1-of-1", 1, 30*ms, 40*ms)
+		id := permit(b2, 1, "s/permit-1-of-1", 2, 55*ms, 70*ms) // the first release does not end the second grant
+		wantViolation(t, check1(t, b2, check.LeaseExclusive), check.LeaseExclusive, id, "could run until")
+	})
+	// A holder given its own permit again, its release lost: one hold.
+	t.Run("a permit granted again to its holder", func(t *testing.T) {
+		b := &builder{}
+		permit(b, 0, "s/permit-1-of-2", 1, 0, 10)
+		b.add(history.Op{Client: 0, Kind: history.KindRelease, Resource: "s/permit-1-of-2", Token: 1, Call: 20, Outcome: history.Fail})
+		permit(b, 1, "s/permit-2-of-2", 1, 30, 40)
+		permit(b, 0, "s/permit-1-of-2", 1, 50, 60) // its own permit back
+		check1(t, b)
+	})
 	t.Run("permits beyond the limit", func(t *testing.T) {
 		b := &builder{}
 		permit(b, 0, "s/permit-1-of-1", 1, 0, 10)
