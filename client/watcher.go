@@ -175,7 +175,7 @@ func decodeEvent(f sse.Event) (watch.Event, error) {
 		return watch.Event{}, fmt.Errorf("client: watch: event %s: type %q in a %q event", f.ID, j.Type, f.Type)
 	}
 	e := watch.Event{ID: f.ID, Type: watch.Type(j.Type), Resource: j.Resource, Holder: j.Holder, Token: j.Token,
-		LastFence: j.LastFence, Key: j.Key, Op: j.Op, Detail: j.Detail}
+		LastFence: j.LastFence, Key: j.Key, Op: j.Op, Detail: j.Detail, Shared: j.Mode == wire.ModeShared}
 	var err error
 	if e.Time, err = wire.ParseTimestamp(j.Time); err != nil {
 		return watch.Event{}, fmt.Errorf("client: watch: event %s: time: %w", f.ID, err)

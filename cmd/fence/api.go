@@ -354,6 +354,9 @@ func eventJSON(e watch.Event) map[string]any {
 	if !e.ExpiresAt.IsZero() {
 		j["expires_at"] = e.ExpiresAt.UTC().Format(time.RFC3339Nano)
 	}
+	if e.Shared {
+		j["mode"] = "shared"
+	}
 	return j
 }
 
@@ -363,6 +366,9 @@ func eventText(e watch.Event) string {
 	fmt.Fprintf(&b, "%s\t%s\t%s", e.Time.Local().Format("15:04:05.000"), e.Type, e.Resource)
 	if e.Holder != "" {
 		fmt.Fprintf(&b, "\tholder %s", e.Holder)
+		if e.Shared {
+			b.WriteString(" (shared)")
+		}
 	}
 	if e.Token != 0 {
 		fmt.Fprintf(&b, "\ttoken %d", e.Token)
@@ -375,6 +381,9 @@ func eventText(e watch.Event) string {
 	}
 	if e.Detail != "" {
 		b.WriteString("\t" + e.Detail)
+	}
+	if e.Type == watch.RevokeAsked && !e.ExpiresAt.IsZero() {
+		b.WriteString("\trevoked at " + e.ExpiresAt.UTC().Format(time.RFC3339Nano) + " unless released")
 	}
 	return b.String()
 }

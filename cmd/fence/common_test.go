@@ -173,6 +173,19 @@ func TestWatchCmd(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[0]), &e); err != nil || e.Type != "granted" || e.Resource != "jobs/a" || e.Holder != "worker" || e.Token != 1 || e.ID == "" {
 		t.Fatalf("first event %s (%v)", lines[0], err)
 	}
+	// A shared hold's events say so, and a request to let go says when.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		c.AcquireShared(t.Context(), "docs/a", "reader", time.Minute, 0)
+		c.RequestRevoke(t.Context(), "docs/a", time.Minute)
+	}()
+	out.Reset()
+	if code := run(t.Context(), []string{"watch", "--addr", url, "docs/", "--count", "3"}, stdio{nil, &out, io.Discard}); code != 0 {
+		t.Fatalf("fence watch exited %d", code)
+	}
+	if text := out.String(); !strings.Contains(text, "granted\tdocs/a\tholder reader (shared)") || !strings.Contains(text, "revoke_requested") || !strings.Contains(text, "unless released") {
+		t.Fatalf("fence watch docs/ printed %q", text)
+	}
 	if code := run(t.Context(), []string{"watch", "--addr", url, "--count", "-1"}, stdio{nil, io.Discard, io.Discard}); code != exitUsage {
 		t.Fatalf("fence watch --count -1 exited %d, want %d", code, exitUsage)
 	}
