@@ -99,6 +99,18 @@ func InSession(keeper *Session) SessionOption {
 	return func(c *sessionConfig) { c.keeper = keeper }
 }
 
+// CanJoinSession reports whether a Session with opts would join a server
+// session whose TTL is ttl, given InSession: it is no shared hold, and asks
+// for no other TTL. A client that opens sessions only for the leases that
+// join them asks it first.
+func CanJoinSession(ttl time.Duration, opts ...SessionOption) bool {
+	var c sessionConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	return !c.shared && (!c.ttlSet || c.ttl == ttl)
+}
+
 // WithHolder sets the holder id. Default: a new random id per session (NewHolderID).
 func WithHolder(holder string) SessionOption { return func(c *sessionConfig) { c.holder = holder } }
 
@@ -215,7 +227,7 @@ func newSessionConfig(ctx context.Context, opts []SessionOption) (sessionConfig,
 		if k.SessionRef().IsZero() {
 			return c, fmt.Errorf("%w: InSession: %q is not a session's resource", ErrBadRequest, k.Resource())
 		}
-		if c.shared || (c.ttlSet && c.ttl != k.TTL()) || k.Err() != nil {
+		if !CanJoinSession(k.TTL(), opts...) || k.Err() != nil {
 			c.keeper = nil // a lease of its own
 		} else {
 			c.ttl, c.margin = k.TTL(), k.margin

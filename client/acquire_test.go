@@ -205,6 +205,14 @@ func TestClient_OneSession(t *testing.T) {
 	if err != nil || c.Session() == nil || again.Lease().Session != c.Session().SessionRef() || again.Lease().Session == keep.SessionRef() {
 		t.Fatalf("after Close: %v, %v; want a lease in a new session", again, err)
 	}
+	// A client whose leases all have TTLs of their own opens no session.
+	lone, err := client.New(url, client.WithSessionTTL(600*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := lone.Acquire(t.Context(), "lone", fence.WithTTL(time.Second)); err != nil || !l.Lease().Session.IsZero() || lone.Session() != nil {
+		t.Fatalf("a lease of its own: %v, %v, session %v; want no session opened", l, err, lone.Session())
+	}
 	// Without sessions, every lease keeps itself alive.
 	solo, err := client.New(url, client.WithoutSession())
 	if err != nil {

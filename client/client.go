@@ -118,8 +118,8 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts ...fence.Ses
 // that refuses the session to the caller (no lock permission on its
 // resource, or no sessions) gets leases of their own.
 func (c *Client) inSession(ctx context.Context, opts []fence.SessionOption, acquire func([]fence.SessionOption) error) error {
-	if c.noSession {
-		return acquire(opts)
+	if c.noSession || !fence.CanJoinSession(c.sessionTTL, opts...) {
+		return acquire(opts) // a lease of its own: no session to open
 	}
 	for attempt := 0; ; attempt++ {
 		keep, err := c.session(ctx)
