@@ -366,7 +366,9 @@ func (s *Session) Err() error {
 // lease is no longer held — released now, or ended before (see Err) — and an
 // error when the release's outcome is unknown: the lease then expires by its
 // TTL, and the session ends with ErrLeaseExpired at its local deadline, as
-// if the server were unreachable. Release may be called again to retry.
+// if the server were unreachable; a lease in a session (InSession) is kept
+// by the session meanwhile, and goes on until it ends. Release may be
+// called again to retry.
 func (s *Session) Release(ctx context.Context) error {
 	_, err := s.end(func() (Lease, error) {
 		if sa, ok := s.locker.(SharedAcquirer); ok && s.lease.Shared {
@@ -446,6 +448,13 @@ func (s *Session) end(do func() (Lease, error), cause error, lostIsDone bool) (L
 			s.expiry.Stop()
 			s.expiry = nil
 		}
+		s.newLoop()
+		go s.keepalive()
+		return Lease{}, err
+	}
+	if s.keeper != nil {
+		// Perhaps still held, and kept alive by the session: it follows the
+		// session again, and Release may be retried.
 		s.newLoop()
 		go s.keepalive()
 		return Lease{}, err

@@ -406,3 +406,50 @@ func TestSession_InSession(t *testing.T) {
 		}
 	})
 }
+
+// failingOnceRelease fails the first release sent through it, as a server
+// that went away before it answered.
+type failingOnceRelease struct {
+	*lock.Service
+	failed atomic.Bool
+}
+
+func (f *failingOnceRelease) Release(ctx context.Context, resource string, token fence.Token) error {
+	if f.failed.CompareAndSwap(false, true) {
+		return errors.New("connection reset")
+	}
+	return f.Service.Release(ctx, resource, token)
+}
+
+// TestSession_InSessionFailedRelease: a lease in a session whose release
+// failed stays held, kept by its session, and a second Release releases
+// it; it does not end locally at once while the server keeps it.
+func TestSession_InSessionFailedRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		locker := &failingOnceRelease{Service: newLocker(t)}
+		keep, err := fence.NewSession(t.Context(), locker.Service, fence.SessionResource("k"), fence.WithTTL(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := fence.NewSession(t.Context(), locker, "a", fence.InSession(keep))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Release(t.Context()); err == nil {
+			t.Fatal("the first release succeeded")
+		}
+		time.Sleep(10 * time.Second) // past the session's TTL: it is renewed
+		if err := s.Err(); err != nil {
+			t.Fatalf("the lease ended after a failed release: %v", err)
+		}
+		if err := s.Release(t.Context()); err != nil {
+			t.Fatalf("the second release: %v", err)
+		}
+		if st, _ := locker.Status(t.Context(), "a"); st.Held {
+			t.Fatalf("a after the second release: %+v", st)
+		}
+		if err := keep.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

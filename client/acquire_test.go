@@ -205,6 +205,14 @@ func TestClient_OneSession(t *testing.T) {
 	if err != nil || c.Session() == nil || again.Lease().Session != c.Session().SessionRef() || again.Lease().Session == keep.SessionRef() {
 		t.Fatalf("after Close: %v, %v; want a lease in a new session", again, err)
 	}
+	// A session revoked on the server before its keeper noticed: the next
+	// acquire opens another.
+	if _, err := c.API().Revoke(t.Context(), c.Session().Resource()); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := c.Acquire(t.Context(), "after-revoke"); err != nil || l.Lease().Session.IsZero() {
+		t.Fatalf("an acquire after the session's revoke: %v, %v; want a lease in a new session", l, err)
+	}
 	// A client whose leases all have TTLs of their own opens no session.
 	lone, err := client.New(url, client.WithSessionTTL(600*time.Millisecond))
 	if err != nil {

@@ -132,7 +132,14 @@ func (c *Client) inSession(ctx context.Context, opts []fence.SessionOption, acqu
 		err = acquire(append(opts[:len(opts):len(opts)], fence.InSession(keep)))
 		var lost *fence.LeaseLostError
 		if attempt == 0 && errors.As(err, &lost) && lost.Resource == keep.Resource() {
-			continue // the session ended meanwhile: open another
+			// The session ended on the server before its keeper noticed:
+			// forget it, so that the retry opens another.
+			c.mu.Lock()
+			if c.keep == keep {
+				c.keep = nil
+			}
+			c.mu.Unlock()
+			continue
 		}
 		return err
 	}

@@ -48,9 +48,8 @@ func (s *Service) Acquire(ctx context.Context, resource, holder string, ttl, wai
 		}
 		return l, err
 	case e.lease.Shared && e.shared[holder] != nil:
-		err := fmt.Errorf("lock: acquire %q: %w: holder %q holds it shared, and an upgrade to exclusive is refused: two shared holders upgrading at once would each wait for the other for ever; release the shared hold, then acquire", resource, fence.ErrBadRequest, holder)
 		e.mu.Unlock()
-		return fence.Lease{}, err
+		return fence.Lease{}, upgradeRefused(resource, holder)
 	case e.lease.Holder == holder:
 		// A retry by the holder: the same token, the TTL of this request;
 		// but only for the lease's owner, since anyone can name a holder.

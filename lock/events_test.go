@@ -87,5 +87,17 @@ func TestService_Events(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantSeq(t, drain(t, sub), "revoked::0", "fence_raised::1")
+
+		// A shared group's events name each holder; its revoke, each too.
+		for _, h := range []string{"r2", "r1"} {
+			if _, err := s.AcquireShared(ctx, "doc", h, time.Minute, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Revoke(ctx, "doc"); err != nil {
+			t.Fatal(err)
+		}
+		wantSeq(t, drain(t, sub), "granted:r2:1", "fence_raised::1", "granted:r1:1", "fence_raised::1",
+			"revoked:r1:1", "revoked:r2:1", "fence_raised::2")
 	})
 }

@@ -105,10 +105,15 @@ func (s *Service) passToLocked(ctx context.Context, resource string, e *entry, c
 			e.queue.pop()
 			reserveLocked(e, w)
 		default:
-			// So does a shared group, which the first shared waiters join.
+			// So does a shared group, which the first shared waiters join;
+			// if it could not start, the next waiter is served.
 			e.queue.pop()
 			s.serveShared(resource, e, w)
-			s.joinSharedLocked(resource, e)
+			if e.lease == nil {
+				s.handOffLocked(resource, e, changeNone)
+			} else {
+				s.joinSharedLocked(resource, e)
+			}
 		}
 		return false, nil
 	}

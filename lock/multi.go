@@ -112,6 +112,9 @@ func (s *Service) reserve(ctx context.Context, resource, holder, owner string, w
 	now := s.now()
 	s.expireLocked(resource, e, now)
 	switch {
+	case e.lease != nil && e.lease.Shared && e.shared[holder] != nil:
+		s.leave(resource, e)
+		return nil, false, upgradeRefused(resource, holder)
 	case e.lease != nil && e.lease.Holder == holder:
 		if err := s.forbiddenLocked("acquire", resource, e, owner); err != nil {
 			s.leave(resource, e)
@@ -147,6 +150,8 @@ func (s *Service) reserve(ctx context.Context, resource, holder, owner string, w
 	}
 	e.mu.Lock()
 	if e.queue.remove(w) {
+		// The shared acquires that waited behind it may join the group now.
+		s.joinSharedLocked(resource, e)
 		if cause == nil {
 			cause = s.heldErrorLocked(resource, e, s.now())
 		}

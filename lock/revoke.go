@@ -43,8 +43,12 @@ func (s *Service) revokeLocked(ctx context.Context, resource string, e *entry) (
 		s.record(changeExpired, l, l.Token)
 	}
 	var holder string
+	holders := []string{""} // a Revoked event for each holder: a shared group's, or the lease's one
 	if e.lease != nil {
-		holder = e.lease.Holder
+		holder, holders = e.lease.Holder, []string{e.lease.Holder}
+		if e.lease.Shared {
+			holders = holdersLocked(e)
+		}
 	}
 	lastFence, revoked, err := s.ledger.Revoke(ctx, resource)
 	if err != nil {
@@ -59,7 +63,9 @@ func (s *Service) revokeLocked(ctx context.Context, resource string, e *entry) (
 	revocationsTotal.Inc()
 	s.Logger.Info("lock revoked", "resource", resource, "holder", holder,
 		"token", uint64(revoked), "last_fence", uint64(lastFence))
-	s.Events.Publish(watch.Event{Type: watch.Revoked, Resource: resource, Holder: holder, Token: revoked, LastFence: lastFence})
+	for _, h := range holders {
+		s.Events.Publish(watch.Event{Type: watch.Revoked, Resource: resource, Holder: h, Token: revoked, LastFence: lastFence, Shared: h != holder})
+	}
 	s.Events.Publish(watch.Event{Type: watch.FenceRaised, Resource: resource, Token: lastFence, LastFence: lastFence})
 	// The grant to the first waiter is a second ledger change, not part of
 	// a Handoff: a revoke ends whatever lease is recorded and issues a token

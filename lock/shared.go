@@ -70,6 +70,10 @@ func (s *Service) AcquireShared(ctx context.Context, resource, holder string, tt
 			e.mu.Unlock()
 			return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w: the lease is in session %q, and a shared hold is in none", resource, fence.ErrBadRequest, ref.Resource)
 		}
+		if at := e.lease.RevokeAt; !at.IsZero() {
+			e.mu.Unlock()
+			return fence.Lease{}, fmt.Errorf("lock: acquire %q: %w: the lease was asked to let go by %s: release it rather than downgrade", resource, fence.ErrBadRequest, at.UTC().Format(time.RFC3339))
+		}
 		return answer(s.downgradeLocked(ctx, resource, e, ttl))
 	}
 	if wait <= 0 {
@@ -223,12 +227,13 @@ func (s *Service) RenewShared(ctx context.Context, resource, holder string, toke
 	if err != nil {
 		return fence.Lease{}, err
 	}
-	defer s.leave(resource, e)
 	now := s.now()
 	s.expireLocked(resource, e, now)
 	if e.lease != nil && !e.lease.Shared && e.lease.Holder == holder {
-		return s.renewLocked(ctx, resource, e, token, ttl)
+		s.leave(resource, e)
+		return s.Renew(ctx, resource, token, ttl) // a session's too
 	}
+	defer s.leave(resource, e)
 	m, err := shareLostLocked(resource, e, holder, token)
 	if err != nil {
 		return fence.Lease{}, err
@@ -250,11 +255,12 @@ func (s *Service) ReleaseShared(ctx context.Context, resource, holder string, to
 	if err != nil {
 		return err
 	}
-	defer s.leave(resource, e)
 	s.expireLocked(resource, e, s.now())
 	if e.lease != nil && !e.lease.Shared && e.lease.Holder == holder {
-		return s.releaseLocked(ctx, resource, e, token)
+		s.leave(resource, e)
+		return s.Release(ctx, resource, token) // a session's too
 	}
+	defer s.leave(resource, e)
 	m, err := shareLostLocked(resource, e, holder, token)
 	if err != nil {
 		return err
@@ -270,6 +276,8 @@ func (s *Service) ReleaseShared(ctx context.Context, resource, holder string, to
 	s.leftShareLocked(resource, e, holder, changeReleased, lastFence)
 	if e.lease == nil {
 		s.handOffLocked(resource, e, changeNone)
+	} else {
+		s.joinSharedLocked(resource, e) // a full group has room again
 	}
 	return nil
 }
@@ -301,11 +309,7 @@ func (s *Service) leftShareLocked(resource string, e *entry, holder string, c ch
 		s.armSharedLocked(e)
 		return
 	}
-	e.lease, e.shared = nil, nil
-	if e.timer != nil {
-		e.timer.Stop()
-		e.timer = nil
-	}
+	s.clearSharedLocked(e)
 }
 
 // expireSharedLocked lets the holders of the resource's group whose time
@@ -328,7 +332,11 @@ func (s *Service) expireSharedLocked(resource string, e *entry, now time.Time) {
 		expirationsTotal.Inc()
 		s.leftShareLocked(resource, e, holder, changeExpired, lastFence)
 	}
-	if expired == 0 || e.lease != nil {
+	if expired == 0 {
+		return
+	}
+	if e.lease != nil {
+		s.joinSharedLocked(resource, e) // a full group has room again
 		return
 	}
 	if until := last.Add(s.LockDelay); s.LockDelay > 0 && now.Before(until) {
@@ -349,6 +357,10 @@ func (s *Service) clearSharedLocked(e *entry) {
 	if e.timer != nil {
 		e.timer.Stop()
 		e.timer = nil
+	}
+	if e.revokeTimer != nil {
+		e.revokeTimer.Stop()
+		e.revokeTimer = nil
 	}
 }
 
@@ -373,4 +385,10 @@ func validateShared(resource, holder string, ttl, wait time.Duration, ref fence.
 		return fmt.Errorf("%w: a shared hold is in no session: acquire it without one", fence.ErrBadRequest)
 	}
 	return nil
+}
+
+// upgradeRefused is the refusal of an exclusive acquire (alone or in a
+// multi-acquire) by a holder of the resource's shared group.
+func upgradeRefused(resource, holder string) error {
+	return fmt.Errorf("lock: acquire %q: %w: holder %q holds it shared, and an upgrade to exclusive is refused: two shared holders upgrading at once would each wait for the other for ever; release the shared hold, then acquire", resource, fence.ErrBadRequest, holder)
 }

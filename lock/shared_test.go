@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -312,6 +313,108 @@ func TestService_SharedRestored(t *testing.T) {
 		wantGroup(t, s2, "doc", a.Token, "a", "b")
 		if c := share(t, s2, "doc", "c", time.Minute); c.Token != a.Token {
 			t.Fatalf("c joined with token %d, want the restored group's %d", c.Token, a.Token)
+		}
+	})
+}
+
+// failingShare is a memory ledger whose first Share fails.
+type failingShare struct {
+	*memory.DB
+	failed bool
+}
+
+func (f *failingShare) Share(ctx context.Context, resource, holder string, from fence.Token, ttl time.Duration, expires time.Time) (fence.Token, error) {
+	if !f.failed {
+		f.failed = true
+		return 0, errors.New("the engine is down")
+	}
+	return f.DB.Share(ctx, resource, holder, from, ttl, expires)
+}
+
+// TestService_SharedQueueMoves: the queue moves on whatever ends the wait
+// of the one ahead: a multi-acquire that gives up lets the shared acquire
+// behind it join; a full group that shrinks lets one more in; a shared
+// group that cannot start passes the resource to the next waiter.
+func TestService_SharedQueueMoves(t *testing.T) {
+	t.Run("a multi-acquire gives up", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := open(t, memory.New())
+			r1 := share(t, s, "doc", "r1", time.Minute)
+			gone := make(chan error, 1)
+			go func() {
+				_, err := s.AcquireAll(t.Context(), []string{"doc"}, "m", time.Minute, 5*time.Second)
+				gone <- err
+			}()
+			synctest.Wait()
+			r2 := waitFor(t, s, "doc", "r2", true)
+			if err := <-gone; !errors.Is(err, fence.ErrLockHeld) {
+				t.Fatalf("the multi-acquire: %v, want lock_held", err)
+			}
+			if l := <-r2; l.Token != r1.Token {
+				t.Fatalf("r2 got token %d, want the group's %d", l.Token, r1.Token)
+			}
+		})
+	})
+	t.Run("a full group shrinks", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := open(t, memory.New())
+			var first fence.Lease
+			for i := range fence.MaxSharedHolders {
+				l := share(t, s, "doc", fmt.Sprint("r", i), time.Minute)
+				if i == 0 {
+					first = l
+				}
+			}
+			more := waitFor(t, s, "doc", "one-more", true)
+			wantNothingYet(t, "one-more", more)
+			if err := s.ReleaseShared(t.Context(), "doc", "r0", first.Token); err != nil {
+				t.Fatal(err)
+			}
+			if l := <-more; l.Token != first.Token {
+				t.Fatalf("one-more got token %d, want the group's %d", l.Token, first.Token)
+			}
+		})
+	})
+	t.Run("a group that cannot start", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := openLedger(t, &failingShare{DB: memory.New()})
+			w := acquire(t, s, "doc", "w", time.Minute)
+			failed := make(chan error, 1)
+			go func() {
+				_, err := s.AcquireShared(t.Context(), "doc", "r", time.Minute, fence.MaxWait)
+				failed <- err
+			}()
+			synctest.Wait()
+			w2 := waitFor(t, s, "doc", "w2", false)
+			if err := s.Release(t.Context(), "doc", w.Token); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-failed; err == nil {
+				t.Fatal("the shared acquire whose Share failed succeeded")
+			}
+			if l := <-w2; l.Token <= w.Token {
+				t.Fatalf("w2 got token %d, want above %d", l.Token, w.Token)
+			}
+		})
+	})
+}
+
+// TestService_SharedRefusesMore: a holder asked to let go cannot downgrade
+// instead, and a shared holder's multi-acquire of its resource is an
+// upgrade, refused at once.
+func TestService_SharedRefusesMore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := open(t, memory.New())
+		acquire(t, s, "asked", "w", time.Minute)
+		if _, _, err := s.RequestRevoke(t.Context(), "asked", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AcquireShared(t.Context(), "asked", "w", time.Minute, 0); !errors.Is(err, fence.ErrBadRequest) {
+			t.Fatalf("a downgrade of a lease asked to let go: %v, want bad_request", err)
+		}
+		share(t, s, "doc", "r", time.Minute)
+		if _, err := s.AcquireAll(t.Context(), []string{"doc", "other"}, "r", time.Minute, fence.MaxWait); !errors.Is(err, fence.ErrBadRequest) {
+			t.Fatalf("a shared holder's multi-acquire: %v, want bad_request at once", err)
 		}
 	})
 }

@@ -56,7 +56,7 @@ type Event struct {
 	Key       string      // the key of a rejected write
 	Op        string      // the operation of a rejected write: put, delete, claim, txn
 	ExpiresAt time.Time   // the lease's expiry
-	Shared    bool        // a shared hold's event (granted, renewed, released, expired)
+	Shared    bool        // a shared hold's event (granted, renewed, released, expired; revoked, one per holder of the group)
 	Time      time.Time   // when the change was made; Publish sets it if zero
 	Detail    string      // for Lost: why
 }

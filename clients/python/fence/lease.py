@@ -265,6 +265,11 @@ class Lease:
             except LeaseLostError:
                 pass
             except FenceError as e:
+                if self.keeper is not None:
+                    # Perhaps still held, and kept by its session: it goes
+                    # on until the session ends, and release may be retried.
+                    self._stop.clear()
+                    raise
                 self._finish(e)
                 raise
             self._finish(None)

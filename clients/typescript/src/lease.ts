@@ -373,7 +373,13 @@ export class Lease {
       await this.#client.release(this.resource, this.token, { ...options, holder: this.shared ? this.holder : undefined });
     } catch (e) {
       if (!(e instanceof LeaseLostError)) {
-        this.#expireLocally(e);
+        if (this.keeper !== undefined) {
+          // Perhaps still held, and kept by its session: it follows the
+          // session again, and release may be retried.
+          this.#stopped = false;
+          this.#loopStop = new AbortController();
+          this.#loopDone = this.#keepalive();
+        } else this.#expireLocally(e);
         throw e;
       }
     }
