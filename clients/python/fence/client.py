@@ -81,6 +81,15 @@ def _limit(limit: Optional[int]) -> Optional[int]:
     return limit
 
 
+def _margin(ttl: float, safety_margin: Optional[Seconds]) -> float:
+    """The safety margin of a lease of ``ttl`` seconds: ``safety_margin``, or
+    a tenth of the TTL; ``ValueError`` outside [0, ttl)."""
+    margin = ttl / 10 if safety_margin is None else _seconds(safety_margin, "safety_margin")
+    if margin < 0 or margin >= ttl:
+        raise ValueError("safety margin %gs must be in [0, ttl %gs)" % (margin, ttl))
+    return margin
+
+
 def _ms(seconds: float) -> int:
     return int(round(seconds * 1000))
 
@@ -349,9 +358,7 @@ class Client:
         resource, in their order, each renewing itself as :meth:`acquire`'s
         does."""
         ttl_s = _seconds(ttl, "ttl")
-        margin = ttl_s / 10 if safety_margin is None else _seconds(safety_margin, "safety_margin")
-        if margin < 0 or margin >= ttl_s:
-            raise ValueError("safety margin %gs must be in [0, ttl %gs)" % (margin, ttl_s))
+        margin = _margin(ttl_s, safety_margin)
         holder = holder or new_holder_id()
         keep = self._session_for(ttl_s, False)
         if keep is not None:
@@ -464,9 +471,7 @@ class Client:
         :meth:`acquire_raw`), renewed and released with its holder."""
         _limit(limit)
         ttl_s = _seconds(ttl, "ttl")
-        margin = ttl_s / 10 if safety_margin is None else _seconds(safety_margin, "safety_margin")
-        if margin < 0 or margin >= ttl_s:
-            raise ValueError("safety margin %gs must be in [0, ttl %gs)" % (margin, ttl_s))
+        margin = _margin(ttl_s, safety_margin)
         holder = holder or new_holder_id()
         keep = None if _own else self._session_for(ttl_s, shared)
         if keep is not None:

@@ -1,5 +1,5 @@
-"""Shared holds (read/write locks) and cooperative revocation, against a
-real server: readers share one token and renew themselves with their
+"""Shared holds (read/write locks), cooperative revocation and
+multi-acquire, against a real server: readers share one token and renew themselves with their
 holder's name; a writer's token fences them; a holder asked to let go
 learns it from a renewal."""
 
@@ -73,19 +73,7 @@ class SharedTest(unittest.TestCase):
         self.assertIsNone(c.ask_to_release("py-free", 1))  # free: revoked at once
         self.assertGreater(c.fence("py-free"), 0)
 
-
-if __name__ == "__main__":
-    unittest.main()
-
-
-class MultiTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.server = FenceServer()
-        cls.addClassCleanup(cls.server.stop)
-        cls.client = fence.Client(cls.server.addr, timeout=5)
-
-    def test_all_or_none(self) -> None:
+    def test_multi_acquire_all_or_none(self) -> None:
         c = self.client
         a, b = c.acquire_all(["py-m-a", "py-m-b"], ttl=0.6, holder="m")
         try:
@@ -101,3 +89,7 @@ class MultiTest(unittest.TestCase):
             b.release()
         with self.assertRaises(ValueError):
             c.acquire_all_raw(["x", "x"], "m")
+
+
+if __name__ == "__main__":
+    unittest.main()

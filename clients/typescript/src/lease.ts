@@ -35,6 +35,22 @@ export interface AcquireOptions extends CallOptions {
 
 const now = (): number => globalThis.performance.now();
 
+/** The holder id of an acquire: options.holder, or a new random one. */
+function holderOf(options: AcquireOptions): string {
+  return options.holder === undefined || options.holder === "" ? newHolderId() : options.holder;
+}
+
+/** The safety margin of an acquire of ttlMs: options.safetyMarginMs, or a tenth of the TTL. */
+function marginOf(options: AcquireOptions, ttlMs: number): number {
+  let margin = options.safetyMarginMs ?? 0;
+  if (typeof margin !== "number" || Number.isNaN(margin)) throw new TypeError("fence: safetyMarginMs must be a number");
+  if (margin === 0) margin = ttlMs / 10;
+  if (margin < 0 || margin >= ttlMs) {
+    throw new RangeError(`fence: safety margin ${margin}ms must be in [0, ttl ${ttlMs}ms)`);
+  }
+  return margin;
+}
+
 /** Returns a random holder id, unique with overwhelming probability: "h-" and 24 hex digits. */
 export function newHolderId(): string {
   const b = new Uint8Array(12);
@@ -130,20 +146,12 @@ export class Lease {
    */
   static async acquire(client: Client, resource: string, options: AcquireOptions = {}, keeper?: Lease, background = false): Promise<Lease> {
     if (keeper !== undefined) {
-      const holder = options.holder === undefined || options.holder === "" ? newHolderId() : options.holder;
-      const info = await client.acquireOnce(resource, { holder, waitMs: options.waitMs, limit: options.limit, session: keeper, signal: options.signal });
-      const lease = new Lease(client, info, keeper.#margin, keeper.deadline, keeper);
-      lease.#loopDone = lease.#keepalive();
-      return lease;
+      const info = await client.acquireOnce(resource, { holder: holderOf(options), waitMs: options.waitMs, limit: options.limit, session: keeper, signal: options.signal });
+      return Lease.#inSession(client, info, keeper);
     }
     const ttlMs = options.ttlMs ?? DEFAULT_TTL_MS;
-    const holder = options.holder === undefined || options.holder === "" ? newHolderId() : options.holder;
-    let margin = options.safetyMarginMs ?? 0;
-    if (typeof margin !== "number" || Number.isNaN(margin)) throw new TypeError("fence: safetyMarginMs must be a number");
-    if (margin === 0) margin = ttlMs / 10;
-    if (margin < 0 || margin >= ttlMs) {
-      throw new RangeError(`fence: safety margin ${margin}ms must be in [0, ttl ${ttlMs}ms)`);
-    }
+    const holder = holderOf(options);
+    const margin = marginOf(options, ttlMs);
     const sent = now();
     const info = await client.acquireOnce(resource, { holder, ttlMs, waitMs: options.waitMs, limit: options.limit, shared: options.shared, signal: options.signal });
     const lease = new Lease(client, info, margin, sent + info.ttlMs - margin);
@@ -176,22 +184,12 @@ export class Lease {
   static async acquireAll(client: Client, resources: string[], options: AcquireOptions = {}, keeper?: Lease): Promise<Lease[]> {
     if (options.limit !== undefined || options.shared) throw new TypeError("fence: a multi-acquire takes neither limit nor shared");
     if (keeper !== undefined) {
-      const holder = options.holder === undefined || options.holder === "" ? newHolderId() : options.holder;
-      const infos = await client.acquireAllOnce(resources, { holder, waitMs: options.waitMs, session: keeper, signal: options.signal });
-      return infos.map((info) => {
-        const lease = new Lease(client, info, keeper.#margin, keeper.deadline, keeper);
-        lease.#loopDone = lease.#keepalive();
-        return lease;
-      });
+      const infos = await client.acquireAllOnce(resources, { holder: holderOf(options), waitMs: options.waitMs, session: keeper, signal: options.signal });
+      return infos.map((info) => Lease.#inSession(client, info, keeper));
     }
     const ttlMs = options.ttlMs ?? DEFAULT_TTL_MS;
-    const holder = options.holder === undefined || options.holder === "" ? newHolderId() : options.holder;
-    let margin = options.safetyMarginMs ?? 0;
-    if (typeof margin !== "number" || Number.isNaN(margin)) throw new TypeError("fence: safetyMarginMs must be a number");
-    if (margin === 0) margin = ttlMs / 10;
-    if (margin < 0 || margin >= ttlMs) {
-      throw new RangeError(`fence: safety margin ${margin}ms must be in [0, ttl ${ttlMs}ms)`);
-    }
+    const holder = holderOf(options);
+    const margin = marginOf(options, ttlMs);
     const sent = now();
     const infos = await client.acquireAllOnce(resources, { holder, ttlMs, waitMs: options.waitMs, signal: options.signal });
     const leases = infos.map((info) => new Lease(client, info, margin, sent + info.ttlMs - margin));
@@ -210,6 +208,13 @@ export class Lease {
     }
     for (const lease of leases) lease.#loopDone = lease.#keepalive();
     return leases;
+  }
+
+  /** Starts the lease of info, granted in the session that keeper keeps alive: it follows the session. */
+  static #inSession(client: Client, info: LeaseInfo, keeper: Lease): Lease {
+    const lease = new Lease(client, info, keeper.#margin, keeper.deadline, keeper);
+    lease.#loopDone = lease.#keepalive();
+    return lease;
   }
 
   /** When the lease expires as the server last described it. */

@@ -8,16 +8,18 @@ import { after, before, describe, it } from "node:test";
 import { BadRequestError, Client, FencedError, LockHeldError } from "../src/index.js";
 import { sleep, startServer, type Server } from "./helpers.js";
 
+let srv: Server;
+let client: Client;
+
+before(async () => {
+  srv = await startServer();
+  client = new Client(srv.url);
+});
+after(async () => {
+  await srv?.stop();
+});
+
 describe("shared holds", () => {
-  let srv: Server;
-  let client: Client;
-  before(async () => {
-    srv = await startServer();
-    client = new Client(srv.url);
-  });
-  after(async () => {
-    await srv?.stop();
-  });
 
   it("readers share a token, and a writer fences them", async () => {
     const a = await client.acquire("ts-doc", { holder: "ra", ttlMs: 600, shared: true });
@@ -67,15 +69,6 @@ describe("shared holds", () => {
 });
 
 describe("multi-acquire", () => {
-  let srv: Server;
-  let client: Client;
-  before(async () => {
-    srv = await startServer();
-    client = new Client(srv.url);
-  });
-  after(async () => {
-    await srv?.stop();
-  });
 
   it("takes all or none", async () => {
     const [a, b] = await client.acquireAll(["ts-m-a", "ts-m-b"], { holder: "m", ttlMs: 600 });
