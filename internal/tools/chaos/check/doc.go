@@ -21,7 +21,8 @@
 //     (search.go); porcupine itself draws the visualisation of a failure;
 //   - lease-exclusive (with Options.TTL): no grant returned while another
 //     client's lease, at least a TTL from its acquire's call, could still
-//     run unreleased: no lease ended early for its holder, whatever a
+//     run unreleased (and not given up by its holder for a newer hold of
+//     the resource: a downgrade): no lease ended early for its holder, whatever a
 //     server's clock did. The holders of a shared group hold at once (one
 //     token), but no exclusive lease beside any of them; and a semaphore
 //     never has more permits held, across its slots, than its limit (the

@@ -48,8 +48,9 @@ func (r releases[K]) after(k K, t int64) (int64, bool) {
 // session's last renewal's call plus the TTL) (the lock service counts it from when the request
 // arrived, and a restart or a failover gives it its full TTL again), so
 // the next grant of the resource must return after that, or after the
-// holder released it (a release sent, whatever its answer), or after a
-// restore of a backup, which ends every lease. A grant in between ended a
+// holder released it (a release sent, whatever its answer) or asked for
+// a newer hold of it (a downgrade to shared), or after a restore of a
+// backup, which ends every lease. A grant in between ended a
 // lease early for its holder, who still believed it held the lock: what a
 // server whose clock jumped ahead, and timed its leases by it, would do.
 // The grants of one token are one hold: one holder's lease (granted again
@@ -63,8 +64,9 @@ func (j *judge) checkLeaseExclusive(h *hist) {
 		return
 	}
 	var grants []*history.Op
-	released := make(releases[holdKey]) // -> the calls of the releases sent
-	var restores []int64                // calls of the resource's restores
+	byClient := make(map[int][]*history.Op) // the grants, by client
+	released := make(releases[holdKey])     // -> the calls of the releases sent
+	var restores []int64                    // calls of the resource's restores
 	for _, op := range h.ops {
 		if op.Resource != h.resource {
 			continue
@@ -72,6 +74,7 @@ func (j *judge) checkLeaseExclusive(h *hist) {
 		switch {
 		case op.Kind == history.KindAcquire && op.Outcome == history.OK:
 			grants = append(grants, op)
+			byClient[op.Client] = append(byClient[op.Client], op)
 		case op.Kind == history.KindRelease && op.Outcome != history.Fail:
 			released.add(holdKey{op.Token, op.Client}, op.Call)
 		case op.Kind == history.KindRestore:
@@ -95,6 +98,15 @@ func (j *judge) checkLeaseExclusive(h *hist) {
 			return until, false
 		}
 		if slices.ContainsFunc(restores, func(at int64) bool { return at > prev.Call && at < ret }) {
+			return until, false
+		}
+		// Its holder asked for a newer hold of the resource: a downgrade to
+		// shared, which ends the exclusive lease in the same change (its
+		// release was refused, say, by a server that was down, and the
+		// lease went on).
+		if slices.ContainsFunc(byClient[prev.Client], func(g *history.Op) bool {
+			return g.Token > prev.Token && g.Call > prev.Call && g.Call < ret
+		}) {
 			return until, false
 		}
 		return until, true

@@ -111,6 +111,24 @@ func TestLeaseExclusive(t *testing.T) {
 		id := shared(b, 1, 2, 20, 30)
 		wantViolation(t, check1(t, b, check.LeaseExclusive), check.LeaseExclusive, id, "(a shared hold)")
 	})
+	// A holder whose release did not reach the server (it was down) takes
+	// the resource shared: a downgrade, which ends its exclusive lease in
+	// the change that starts the group, which others may join at once.
+	t.Run("a downgrade by its holder", func(t *testing.T) {
+		b := &builder{}
+		b.acquire(0, "r", 1, 0, 10)
+		b.add(history.Op{Client: 0, Kind: history.KindRelease, Resource: "r", Token: 1, Call: 20, Return: 30, Outcome: history.Fail})
+		shared(b, 0, 2, 40, 50)
+		shared(b, 1, 2, 60, 70)
+		check1(t, b)
+	})
+	t.Run("shared beside an exclusive lease, its holder's newer hold later", func(t *testing.T) {
+		b := &builder{}
+		b.acquire(0, "r", 1, 0, 10)
+		id := shared(b, 1, 2, 20, 30)
+		shared(b, 0, 2, 40, 50) // joined after client 1's grant returned
+		wantViolation(t, check1(t, b, check.LeaseExclusive), check.LeaseExclusive, id, "(a shared hold)")
+	})
 	// A semaphore's permits: each slot exclusive, and never more than its
 	// limit held across its slots.
 	permit := func(b *builder, client int, slot string, token uint64, call, ret int64) int64 {
