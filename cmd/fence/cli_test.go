@@ -518,10 +518,10 @@ func TestCompletion(t *testing.T) {
 			case "bash":
 				probe = `source "$1"
 c() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=(); _fence; echo "${COMPREPLY[*]}"; }
-c fence pu; c fence lock --conf; c fence put -o ''; c fence help lo; c fence completion f`
+c fence pu; c fence lock --conf; c fence put -o ''; c fence help lo; c fence completion f; c fence chaos --workload ''; c fence bench --workload ''`
 			case "fish":
 				probe = `source $argv[1]
-complete -C'fence pu'; complete -C'fence lock --conf'; complete -C'fence put -o '; complete -C'fence help lo'; complete -C'fence completion f'`
+complete -C'fence pu'; complete -C'fence lock --conf'; complete -C'fence put -o '; complete -C'fence help lo'; complete -C'fence completion f'; complete -C'fence chaos --workload '; complete -C'fence bench --workload '`
 			case "zsh":
 				probe = `autoload -U compinit; compinit -u -d "$2"; source "$1"; print -- $_comps[fence]`
 			}
@@ -532,7 +532,8 @@ complete -C'fence pu'; complete -C'fence lock --conf'; complete -C'fence put -o 
 			if err != nil {
 				t.Fatalf("%s: %v\n%s", shell, err, out)
 			}
-			wants := []string{"put", "--conflict-exit-code", "json", "lock", "fish"}
+			// Each command's own values of a flag it shares a name with another's.
+			wants := []string{"put", "--conflict-exit-code", "json", "lock", "fish", "semaphore", "contended"}
 			if shell == "zsh" {
 				wants = []string{"_fence"}
 			}

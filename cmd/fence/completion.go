@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	load "github.com/fence-lock/fence/internal/tools/bench"
+	"github.com/fence-lock/fence/internal/tools/chaos"
 )
 
 const completionSynopsis = `fence completion bash|zsh|fish
@@ -32,14 +35,31 @@ const completionExamples = `  source <(fence completion bash)
 var shells = []string{"bash", "zsh", "fish"}
 
 // flagValues lists the values of the flags that take one of a few words,
-// by flag name.
+// by flag name, or by command and flag name where commands differ.
 var flagValues = map[string][]string{
-	"output":    {"text", "json"},
-	"o":         {"text", "json"},
-	"workload":  {"cycle", "write", "contended"},
-	"progress":  {"auto", "always", "never"},
-	"log-level": {"debug", "info", "warn", "error"},
-	"cluster":   {"etcd", "postgres"},
+	"output":         {"text", "json"},
+	"o":              {"text", "json"},
+	"bench workload": benchWorkloads(),
+	"chaos workload": chaos.Workloads,
+	"progress":       {"auto", "always", "never"},
+	"log-level":      {"debug", "info", "warn", "error"},
+	"cluster":        {"etcd", "postgres"},
+}
+
+// valuesOf returns the words the value of command's flag may be, if a few.
+func valuesOf(command, flag string) []string {
+	if v, ok := flagValues[command+" "+flag]; ok {
+		return v
+	}
+	return flagValues[flag]
+}
+
+func benchWorkloads() []string {
+	names := make([]string, len(load.Workloads))
+	for i, w := range load.Workloads {
+		names[i] = string(w)
+	}
+	return names
 }
 
 // completionCmd prints the completion script of a shell.
@@ -108,7 +128,7 @@ func completionSpec() []completedCommand {
 				b, ok := f.Value.(interface{ IsBoolFlag() bool })
 				cc.flags = append(cc.flags, completedFlag{
 					name: f.Name, usage: shortUsage(usage),
-					takesValue: !ok || !b.IsBoolFlag(), values: flagValues[f.Name],
+					takesValue: !ok || !b.IsBoolFlag(), values: valuesOf(c.name, f.Name),
 				})
 			})
 		}

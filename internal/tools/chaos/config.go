@@ -176,8 +176,8 @@ const (
 // SemaphoreLimit is the limit of the semaphores of WorkloadSemaphore.
 const SemaphoreLimit = 2
 
-// workloads are the workloads a run may have.
-var workloads = []string{WorkloadLock, WorkloadSession, WorkloadSemaphore, WorkloadShared, WorkloadMulti}
+// Workloads are the workloads a run may have.
+var Workloads = []string{WorkloadLock, WorkloadSession, WorkloadSemaphore, WorkloadShared, WorkloadMulti}
 
 // Validate checks c and fills defaults.
 func (c *Config) Validate() error {
@@ -199,8 +199,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("chaos: ttl must be 100ms..1m, not %s", c.TTL)
 	case c.FaultEvery < 10*time.Millisecond || c.FaultEvery > time.Hour:
 		return fmt.Errorf("chaos: fault-every must be 10ms..1h, not %s", c.FaultEvery)
-	case c.Workload != "" && !slices.Contains(workloads, c.Workload):
-		return fmt.Errorf("chaos: unknown workload %q (want one of %s)", c.Workload, strings.Join(workloads, ", "))
+	case c.Workload != "" && !slices.Contains(Workloads, c.Workload):
+		return fmt.Errorf("chaos: unknown workload %q (want one of %s)", c.Workload, strings.Join(Workloads, ", "))
 	case c.Workload == WorkloadMulti && c.Resources < 2:
 		return fmt.Errorf("chaos: the %s workload takes two resources at once: it needs --resources 2 or more", c.Workload)
 	case (c.Workload == WorkloadSemaphore || c.Workload == WorkloadShared) && c.Guard != "":
