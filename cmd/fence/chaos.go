@@ -39,7 +39,8 @@ what they read -> release (some as two-resource transactions) against a fence
 server, while injecting faults on a schedule drawn from --seed, after a quiet
 gap of 0.4 to 1.6 times --fault-every (default 1.25s) before each:
   pause  SIGSTOP a client between its acquire and its write for longer than its
-         TTL, then SIGCONT: it wakes with a stale token
+         TTL, and on until another client has been granted its resource (up
+         to 6 TTLs), then SIGCONT: it wakes with a stale token
   kill   kill -9 the embedded server and restart it on the same data
   net    latency, reset and refused connections, and black-holes, through a
          proxy on loopback between the clients and the server

@@ -15,7 +15,7 @@ import (
 
 // Fault kinds.
 const (
-	FaultPause = "pause" // SIGSTOP a client between its acquire and its write, for longer than its TTL
+	FaultPause = "pause" // SIGSTOP a client between its acquire and its write, for longer than its TTL and until its resource was granted again
 	FaultKill  = "kill"  // kill -9 the server and restart it on the same data (embedded server only)
 	FaultNet   = "net"   // latency, resets, refused connections and black-holes through the proxy
 

@@ -119,7 +119,12 @@ func (r *run) addFault(f history.Fault) {
 }
 
 // pause arms a client, waits for it to stop between its acquire and its
-// write, and freezes it for one and a half to three TTLs.
+// write, and freezes it for one and a half to three TTLs, and then on until
+// another client has been granted its resource (up to maxPauseTTLs TTLs in
+// all), and lets it send its write after SIGCONT before it returns: so
+// that the write is stale, and sent before the run ends, however slowly the
+// others ran meanwhile (a loaded machine). That write is what fencing must
+// refuse and what a negative control must see accepted.
 func (r *run) pause(ctx context.Context) {
 	c := r.rng.IntN(len(r.clients))
 	proc := r.clients[c].Process
@@ -141,13 +146,36 @@ func (r *run) pause(ctx context.Context) {
 	proc.Signal(syscall.SIGSTOP)
 	start := r.now()
 	time.Sleep(d) // not cut short at the end of the run: the pause must outlast the TTL
+	for deadline := time.Now().Add(time.Duration(maxPauseTTLs)*r.cfg.TTL - d); r.grantedAbove(p.PausePoint.Resource, p.PausePoint.Token, 0) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.mu.Lock()
+	woke := r.nops
+	r.mu.Unlock()
 	proc.Signal(syscall.SIGCONT)
 	end := r.now()
+	// Let it send its write before the run may end and stop the clients:
+	// that write is what the pause was for.
+	for deadline := time.Now().Add(2 * r.cfg.TTL); !r.movedSince(p.PausePoint.Client, woke) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	r.mu.Lock()
 	r.pauses = append(r.pauses, pauseRecord{p.PausePoint.Client, p.PausePoint.Resource, p.PausePoint.Token, start, end})
 	r.mu.Unlock()
 	r.addFault(history.Fault{Kind: FaultPause, Client: p.PausePoint.Client, Start: start, End: end,
 		Detail: fmt.Sprintf("SIGSTOP client-%d holding %s token %d", p.PausePoint.Client, p.PausePoint.Resource, p.PausePoint.Token)})
+}
+
+// maxPauseTTLs bounds a pause, in TTLs, while it waits for its resource
+// to be granted to another client.
+const maxPauseTTLs = 6
+
+// movedSince reports whether client has recorded a write, a txn or an
+// acquire since the history had n ops.
+func (r *run) movedSince(client, n int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.moved[client] > n
 }
 
 // kill kills the server with SIGKILL and restarts it on the same data.

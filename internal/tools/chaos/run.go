@@ -29,7 +29,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, start: time.Now(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x6368616f73)), scheme: "http", grants: make(map[string][]grantMark)}
+	r := &run{cfg: cfg, start: time.Now(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x6368616f73)), scheme: "http", grants: make(map[string][]grantMark), moved: make(map[int]int)}
 	defer r.cleanup()
 	if err := r.openHistory(); err != nil {
 		return nil, err
@@ -110,10 +110,13 @@ type run struct {
 	nerrors    int // of which failed or of unknown outcome
 	nfenced    int // of which writes and txns rejected as fenced
 	grants     map[string][]grantMark
-	faults     []history.Fault
-	pauses     []pauseRecord
-	restarts   int
-	takeovers  int
+	// moved is, by client, the nth op of the history that was its last
+	// write, txn or acquire: a paused client's next step once it woke.
+	moved     map[int]int
+	faults    []history.Fault
+	pauses    []pauseRecord
+	restarts  int
+	takeovers int
 	// The journal's faults: the ops written when the server last started,
 	// and its refusals to start that did not name the damaged file.
 	opsAtStart  int
@@ -183,6 +186,9 @@ func (r *run) record(op history.Op) {
 		r.nerrors++
 	case op.Outcome == history.Fenced && op.Mutates():
 		r.nfenced++
+	}
+	if op.Mutates() || op.Kind == history.KindAcquire {
+		r.moved[op.Client] = r.nops
 	}
 	if op.Kind == history.KindAcquire && op.Outcome == history.OK {
 		r.grantsAcked++
