@@ -98,7 +98,8 @@ func buildSeaweedFS() (string, error) {
 		return "", fmt.Errorf("testserver: seaweedfs: %w: %s", err, out)
 	}
 	tmp := bin + ".tmp"
-	build := exec.CommandContext(ctx, goCmd, "build", "-o", tmp, "./weed")
+	// No symbol table or DWARF: a quicker link and a third less to keep.
+	build := exec.CommandContext(ctx, goCmd, "build", "-trimpath", "-ldflags=-s -w", "-o", tmp, "./weed")
 	build.Dir, build.Env = src, env
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("testserver: seaweedfs: building weed: %w\n%s", err, out)
