@@ -141,7 +141,9 @@ type Ledger interface {
 	// recorded lease.
 	Refresh(ctx context.Context, resource string, token Token, ttl time.Duration, expires time.Time) (lastFence Token, err error)
 	// End records that the lease with token is over and returns the resource's
-	// last fence. It changes nothing when token is not the recorded lease.
+	// last fence. It changes nothing when token is not the recorded lease. The
+	// end of a permit (on a slot resource, ParseSlot) also fences its token:
+	// it issues the slot's next token into its last fence, without a lease.
 	End(ctx context.Context, resource string, token Token) (lastFence Token, err error)
 	// Handoff passes the resource from one holder to the next in one atomic,
 	// durable change: it ends the lease with token and records a new lease

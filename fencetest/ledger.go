@@ -228,6 +228,30 @@ func testEnd(t *testing.T, open func(t *testing.T) Backend) {
 		}
 	})
 
+	// A permit's end fences its slot at once: the slot may never be
+	// granted again (its semaphore taken with another limit), and a holder
+	// paused past its TTL must be fenced all the same.
+	t.Run("Permit", func(t *testing.T) {
+		b := open(t)
+		ctx := t.Context()
+		slot := fence.SlotResource("jobs", 1, 2)
+		tok := grantAt(t, b, slot, "A", time.Second, expires1)
+		lastFence, err := b.End(ctx, slot, tok)
+		if err != nil || lastFence != tok+1 {
+			t.Fatalf("End of a permit=%d, %v; want the next token %d, nil", lastFence, err, tok+1)
+		}
+		wantLeases(t, b)
+		wantFence(t, b, slot, tok+1)
+		_, err = b.Put(ctx, slot, "k", []byte("stale"), tok, fence.Cond{})
+		wantFenced(t, err, slot, tok, tok+1)
+		if got := lastToken(t, b, slot); got != tok+1 {
+			t.Fatalf("LastToken=%d, want %d", got, tok+1)
+		}
+		if got := grant(t, b, slot, "B"); got != tok+2 {
+			t.Fatalf("Grant after the permit's end: Token=%d, want %d", got, tok+2)
+		}
+	})
+
 	// Invariant 6: a stale end never touches a newer lease.
 	t.Run("Stale", func(t *testing.T) {
 		b := open(t)

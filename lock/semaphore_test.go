@@ -123,6 +123,35 @@ func TestService_PermitLimit(t *testing.T) {
 	})
 }
 
+// TestService_PermitEndFences fences a permit's token when the permit
+// ends, not only when its slot is granted again: a holder paused past its
+// TTL is fenced though its semaphore is then taken with another limit,
+// whose slots are others, and a released permit's token is fenced at once.
+func TestService_PermitEndFences(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := memory.New()
+		s := open(t, db)
+		a := permit(t, s, "jobs", "a", 2, 10*time.Second)
+		time.Sleep(10 * time.Second) // a pauses past its TTL
+		synctest.Wait()
+		for i, holder := range []string{"b", "c", "d"} {
+			if l := permit(t, s, "jobs", holder, 3, time.Minute); l.Resource != fence.SlotResource("jobs", i+1, 3) {
+				t.Fatalf("%s got %q", holder, l.Resource)
+			}
+		}
+		if _, err := db.Claim(t.Context(), a.Resource, a.Token); !errors.Is(err, fence.ErrFenced) {
+			t.Fatalf("a's write after its permit expired and the limit became 3: %v, want fenced (4 writers on a limit of 3)", err)
+		}
+		e := permit(t, s, "pool", "e", 2, time.Minute)
+		if err := s.Release(t.Context(), e.Resource, e.Token); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Claim(t.Context(), e.Resource, e.Token); !errors.Is(err, fence.ErrFenced) {
+			t.Fatalf("e's write after its release: %v, want fenced", err)
+		}
+	})
+}
+
 // TestService_PermitWaiterLeaves takes a waiter whose wait ran out, or whose
 // caller went, out of the queue: the next permit goes to the one behind.
 func TestService_PermitWaiterLeaves(t *testing.T) {
@@ -179,8 +208,9 @@ func TestService_PermitsRestored(t *testing.T) {
 		}
 		b := waitPermit(t, s2, "jobs", "b", 1)
 		time.Sleep(5 * time.Second) // a's restored lease expires
-		if l := <-b; l.Resource != a.Resource || l.Token != a.Token+1 {
-			t.Fatalf("b got %+v, want %q with token %d", l, a.Resource, a.Token+1)
+		// a's expiry fenced a.Token+1 into the slot: b's grant is the next.
+		if l := <-b; l.Resource != a.Resource || l.Token != a.Token+2 {
+			t.Fatalf("b got %+v, want %q with token %d", l, a.Resource, a.Token+2)
 		}
 	})
 }

@@ -182,8 +182,10 @@ func TestService_SessionPermits(t *testing.T) {
 		}
 		wantFree(t, s, p1.Resource)
 		wantFree(t, s, p2.Resource)
-		if l := permit(t, s, "jobs", "y", 2, time.Minute); l.Token != p1.Token+1 && l.Token != p2.Token+1 {
-			t.Fatalf("a permit after the session: %+v, want a slot's next token", l)
+		// Each permit's end fenced its slot with the next token: the grant
+		// is the one after.
+		if l := permit(t, s, "jobs", "y", 2, time.Minute); l.Token != p1.Token+2 && l.Token != p2.Token+2 {
+			t.Fatalf("a permit after the session: %+v, want a slot's next token after its fence", l)
 		}
 	})
 }

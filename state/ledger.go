@@ -109,7 +109,11 @@ func (db *DB) Refresh(ctx context.Context, resource string, token fence.Token, t
 }
 
 // End records that the lease with token is over; it changes nothing if token is
-// not the recorded lease.
+// not the recorded lease. The end of a permit (a lease on a slot resource,
+// fence.ParseSlot) also issues the slot's next token straight into its last
+// fence, as Revoke does: a slot may never be granted again (its semaphore
+// asked for with another limit once idle), and its last holder, paused past
+// its TTL, must be fenced all the same.
 func End(tx Tx, resource string, token fence.Token) (fence.Token, error) {
 	r, err := tx.Resource(resource)
 	if err != nil {
@@ -119,6 +123,10 @@ func End(tx Tx, resource string, token fence.Token) (fence.Token, error) {
 		return r.LastFence, nil
 	}
 	r.endLease()
+	if _, _, _, slot := fence.ParseSlot(resource); slot && checkNextToken(resource, r) == nil {
+		r.LastToken++
+		r.LastFence = max(r.LastFence, r.LastToken)
+	}
 	return r.LastFence, tx.SetResource(resource, r)
 }
 
