@@ -45,6 +45,27 @@ type Lease struct {
 	RevokeGrace time.Duration
 }
 
+// SessionRenewer is implemented by Lockers that say, when a session is
+// renewed, which leases in it a caller asked to let go (RevokeRequester):
+// those leases send no renewal of their own, so this is how their holders
+// learn of it (a Session does, for its leases InSession).
+type SessionRenewer interface {
+	// RenewSession renews the lease of session ref (on a SessionResource)
+	// as Renew does, and returns the leases in the session asked to let
+	// go, in byte order of resource. A lease listed and then no longer,
+	// which its holder did not release, was revoked. Its errors are
+	// Renew's, and ErrBadRequest for a resource that is no session's.
+	RenewSession(ctx context.Context, ref SessionRef, ttl time.Duration) (Lease, []AskedLease, error)
+}
+
+// AskedLease is a lease in a session that a caller asked to let go (see
+// SessionRenewer).
+type AskedLease struct {
+	Resource string
+	Token    Token
+	RevokeAt time.Time // when the lock service revokes it, if it still holds
+}
+
 // LockStatus describes a resource's lock.
 type LockStatus struct {
 	Resource  string

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -39,9 +40,16 @@ type Session struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu       sync.Mutex    // guards lease.Expires, lease.RevokeAt and deadline
+	mu       sync.Mutex    // guards lease.Expires, lease.RevokeAt, deadline, listed, asked and askedC
 	deadline time.Time     // local: the lease is surely held before it
 	revokeC  chan struct{} // closed once the server says a revoke was requested (lease.RevokeAt set)
+	listed   bool          // InSession: the keeper's renewals listed the lease as asked to let go
+
+	// A session's lease (the keeper of leases InSession): the leases in
+	// the session asked to let go, as its last renewal listed them, and a
+	// channel closed (and replaced) when that list changes.
+	asked  []AskedLease
+	askedC chan struct{}
 
 	endMu    sync.Mutex  // serializes Release and Transfer; guards stopped and the loop's restart
 	stopped  bool        // the keepalive loop has been told to stop
@@ -92,9 +100,11 @@ func WithShared() SessionOption { return func(c *sessionConfig) { c.shared = tru
 // cannot be in the session, a shared hold (WithShared) or one that asks
 // for another TTL than the session's (WithTTL), or one asked for after
 // keeper has ended, keeps itself alive as without InSession.
-// The server ends it too if the session ends first. The lease learns of
-// its own end by another cause (a revoke of it) only when a write under it
-// is fenced, or when the session ends: it sends no request of its own.
+// The server ends it too if the session ends first. It sends no request of
+// its own: it learns from keeper's renewals that a caller asked it to let
+// go (RevokeRequested), and that it was revoked at that request's
+// deadline; of an immediate revoke, only when a write under it is fenced,
+// or when the session ends.
 func InSession(keeper *Session) SessionOption {
 	return func(c *sessionConfig) { c.keeper = keeper }
 }
@@ -245,7 +255,7 @@ func newSessionConfig(ctx context.Context, opts []SessionOption) (sessionConfig,
 
 // startSession keeps l, granted by a request sent at sent, alive.
 func startSession(ctx context.Context, locker Locker, l Lease, c sessionConfig, sent time.Time) (*Session, error) {
-	s := &Session{locker: locker, keeper: c.keeper, lease: l, margin: c.margin, revokeC: make(chan struct{})}
+	s := &Session{locker: locker, keeper: c.keeper, lease: l, margin: c.margin, revokeC: make(chan struct{}), askedC: make(chan struct{})}
 	if !l.RevokeAt.IsZero() {
 		close(s.revokeC) // joined a shared group asked to let go already
 	}
@@ -491,10 +501,15 @@ func (s *Session) renew(ctx context.Context, until time.Time) error {
 	ctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
 	var l Lease
+	var asked []AskedLease
 	var err error
-	if sa, ok := s.locker.(SharedAcquirer); ok && s.lease.Shared {
+	sr, renewsSessions := s.locker.(SessionRenewer)
+	switch sa, shares := s.locker.(SharedAcquirer); {
+	case shares && s.lease.Shared:
 		l, err = sa.RenewShared(ctx, s.lease.Resource, s.lease.Holder, s.lease.Token, s.lease.TTL)
-	} else {
+	case renewsSessions && IsSessionResource(s.lease.Resource):
+		l, asked, err = sr.RenewSession(ctx, SessionRef{Resource: s.lease.Resource, Token: s.lease.Token}, s.lease.TTL)
+	default:
 		l, err = s.locker.Renew(ctx, s.lease.Resource, s.lease.Token, s.lease.TTL)
 	}
 	if err != nil {
@@ -509,8 +524,27 @@ func (s *Session) renew(ctx context.Context, until time.Time) error {
 	} else if !l.RevokeAt.IsZero() {
 		s.lease.RevokeAt = l.RevokeAt
 	}
+	if !slices.Equal(s.asked, asked) {
+		s.asked = asked
+		close(s.askedC)
+		s.askedC = make(chan struct{})
+	}
 	s.mu.Unlock()
 	return nil
+}
+
+// askedFor returns, for a session's lease, whether its last renewal listed
+// the lease with token on resource as asked to let go, and until when; and
+// the channel that closes when that list changes.
+func (s *Session) askedFor(resource string, token Token) (at time.Time, listed bool, changed <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.asked {
+		if a.Resource == resource && a.Token == token {
+			return a.RevokeAt, true, s.askedC
+		}
+	}
+	return time.Time{}, false, s.askedC
 }
 
 // keepalive renews every TTL/3 until Release, a lease_lost answer, or the
@@ -561,12 +595,35 @@ func (s *Session) keepalive() {
 }
 
 // follow is the keepalive of a lease in a session (InSession): it renews
-// nothing, and ends the lease when the session ends, with its error.
+// nothing, and ends the lease when the session ends, with its error. The
+// session's renewals list the leases in it that a caller asked to let go:
+// listed, the lease's RevokeRequested closes; listed and then no longer,
+// the lease was revoked (its holder did not release it: Release stops this
+// loop first), and it ends with *LeaseLostError.
 func (s *Session) follow() {
 	defer close(s.loopDone)
-	select {
-	case <-s.stopC:
-	case <-s.keeper.Done():
-		s.cancel(fmt.Errorf("fence: the session %q ended: %w", s.keeper.Resource(), s.keeper.Err()))
+	for {
+		at, listed, changed := s.keeper.askedFor(s.lease.Resource, s.lease.Token)
+		s.mu.Lock()
+		switch {
+		case listed && s.lease.RevokeAt.IsZero():
+			s.lease.RevokeAt, s.listed = at, true
+			close(s.revokeC)
+		case listed:
+			s.lease.RevokeAt, s.listed = at, true
+		case s.listed:
+			s.mu.Unlock()
+			s.cancel(&LeaseLostError{Resource: s.lease.Resource, Presented: s.lease.Token})
+			return
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.stopC:
+			return
+		case <-s.keeper.Done():
+			s.cancel(fmt.Errorf("fence: the session %q ended: %w", s.keeper.Resource(), s.keeper.Err()))
+			return
+		case <-changed:
+		}
 	}
 }

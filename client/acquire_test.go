@@ -141,6 +141,61 @@ func TestClient_RevokeRequested(t *testing.T) {
 	}
 }
 
+// TestClient_RevokeRequestedInSession asks the holder of a lease in the
+// client's session, which sends no renewal of its own, to let go: the
+// session's renewals tell it (RevokeRequested, RevokeAt), and, not
+// released, the lease learns that it was revoked at the deadline, with
+// *LeaseLostError. Another lease in the session goes on.
+func TestClient_RevokeRequestedInSession(t *testing.T) {
+	c, err := client.New(fencetest.NewServer(t, nil), client.WithSessionTTL(600*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Acquire(t.Context(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := c.Acquire(t.Context(), "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Lease().Session.IsZero() {
+		t.Fatal("the lease is in no session")
+	}
+	asked, _, err := c.API().RequestRevoke(t.Context(), "job", time.Second)
+	if err != nil || asked.Token != l.Token() {
+		t.Fatalf("RequestRevoke=%+v, %v", asked, err)
+	}
+	select {
+	case <-l.RevokeRequested():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lease in a session never learned of the request")
+	}
+	if !l.RevokeAt().Equal(asked.RevokeAt) {
+		t.Fatalf("RevokeAt=%s, want %s", l.RevokeAt(), asked.RevokeAt)
+	}
+	select {
+	case <-other.RevokeRequested():
+		t.Fatal("the other lease was told to let go too")
+	default:
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lease in a session never learned that it was revoked at the deadline")
+	}
+	var lost *fence.LeaseLostError
+	if err := l.Err(); !errors.As(err, &lost) || lost.Resource != "job" || lost.Presented != l.Token() {
+		t.Fatalf("Err=%v, want *LeaseLostError for job token %d", err, l.Token())
+	}
+	if err := other.Err(); err != nil {
+		t.Fatalf("the other lease ended: %v", err)
+	}
+	if err := other.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestClient_OneSession: a client's leases are in its one session by
 // default. They outlive their TTL with only the session renewed, end with
 // it when the client closes it, and a lease that asks for its own TTL, or

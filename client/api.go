@@ -518,13 +518,36 @@ func (c *API) Renew(ctx context.Context, resource string, token fence.Token, ttl
 	return c.renew(ctx, resource, wire.RenewRequest{Token: token, TTLMS: ttl.Milliseconds()})
 }
 
+// RenewSession implements fence.SessionRenewer.
+func (c *API) RenewSession(ctx context.Context, ref fence.SessionRef, ttl time.Duration) (fence.Lease, []fence.AskedLease, error) {
+	if !fence.IsSessionResource(ref.Resource) {
+		return fence.Lease{}, nil, fmt.Errorf("client: renew: %w: %q is no session's resource", fence.ErrBadRequest, ref.Resource)
+	}
+	lr, err := c.renewWire(ctx, ref.Resource, wire.RenewRequest{Token: ref.Token, TTLMS: ttl.Milliseconds()})
+	if err != nil {
+		return fence.Lease{}, nil, err
+	}
+	l, err := lr.Decode()
+	if err != nil {
+		return fence.Lease{}, nil, err
+	}
+	asked, err := lr.DecodeAsked()
+	return l, asked, err
+}
+
 // renew sends POST /v1/locks/{resource}/renew with body (ttl_ms 0 is absent).
 func (c *API) renew(ctx context.Context, resource string, body wire.RenewRequest) (fence.Lease, error) {
-	var lr wire.Lease
-	if err := c.doJSON(ctx, send(wire.OpRenewLock, resource, "", request{body: jsonBody(body), retryable: true}), &lr); err != nil {
+	lr, err := c.renewWire(ctx, resource, body)
+	if err != nil {
 		return fence.Lease{}, err
 	}
 	return lr.Decode()
+}
+
+func (c *API) renewWire(ctx context.Context, resource string, body wire.RenewRequest) (wire.Lease, error) {
+	var lr wire.Lease
+	err := c.doJSON(ctx, send(wire.OpRenewLock, resource, "", request{body: jsonBody(body), retryable: true}), &lr)
+	return lr, err
 }
 
 // Release implements fence.Locker.

@@ -248,4 +248,96 @@ func testAPIRevokeRequested(t *testing.T, newService newServiceFunc) {
 	apiOK(t, apiDo(t, "POST", url+"/v1/locks/free-asked/revoke", []byte(`{"grace_ms":1000}`), nil),
 		map[string]any{"resource": "free-asked", "revoked_token": 0, "last_fence": 1})
 	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/asked/revoke", []byte(`{"grace_ms":5}`), nil), http.StatusBadRequest, "bad_request", nil)
+
+	// A lease in a session renews nothing of its own: the session's
+	// renewals list it as asked, until it ends.
+	sess := apiAcquire(t, url, ".session%2Fasker", "s", 60000)
+	renewSession := func() map[string]any {
+		t.Helper()
+		r := apiDo(t, "POST", url+"/v1/locks/.session%2Fasker/renew", fmt.Appendf(nil, `{"token":%d}`, sess), nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("renew of the session: %s", r)
+		}
+		return r.members(t)
+	}
+	r = apiDo(t, "POST", url+"/v1/locks/in-session/acquire", fmt.Appendf(nil, `{"holder":"s","session":{"resource":".session/asker","token":%d}}`, sess), nil)
+	in := apiOK(t, r, map[string]any{"resource": "in-session", "holder": "s", "token": apiPosInt, "ttl_ms": 60000,
+		"expires_at": apiExpiresIn(time.Minute), "session": map[string]any{"resource": ".session/asker", "token": sess}})
+	if m := renewSession(); m["asked"] != nil {
+		t.Fatalf("a session's renewal lists %v before any request", m["asked"])
+	}
+	r = apiDo(t, "POST", url+"/v1/locks/in-session/revoke", []byte(`{"grace_ms":60000}`), nil)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("revoke with grace_ms of a lease in a session: %s, want 202", r)
+	}
+	at := r.members(t)["revoke_at"].(string)
+	inTok, _ := apiUint(in["token"])
+	m = renewSession()
+	if want := []any{map[string]any{"resource": "in-session", "token": inTok, "revoke_at": at}}; !apiMatch(m["asked"], want) {
+		t.Fatalf("the session's renewal: asked %v, want %v", m["asked"], want)
+	}
+	apiRelease(t, url, "in-session", inTok)
+	if m := renewSession(); m["asked"] != nil {
+		t.Fatalf("a session's renewal lists %v after the lease asked was released", m["asked"])
+	}
+}
+
+// testAPITransfer hands a lease to a named waiter, in one change: the
+// waiter's acquire returns the successor's lease, whose token is greater
+// and fences the old one at once; a waiter of another name keeps its
+// place; nobody of that name waiting is 404 and changes nothing.
+func testAPITransfer(t *testing.T, newService newServiceFunc) {
+	url, _ := newService(t)
+	old := apiAcquire(t, url, "handed", "a", 60000)
+	waiting := func(holder string) <-chan apiResp {
+		got := make(chan apiResp, 1)
+		go func() {
+			got <- apiDo(t, "POST", url+"/v1/locks/handed/acquire", fmt.Appendf(nil, `{"holder":%q,"ttl_ms":60000,"wait_ms":30000}`, holder), nil)
+		}()
+		return got
+	}
+	first := waiting("first")
+	waitForListedWaiters(t, url, "handed", 1)
+	named := waiting("named")
+	waitForListedWaiters(t, url, "handed", 2)
+	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/handed/transfer", fmt.Appendf(nil, `{"token":%d,"to":"nobody"}`, old), nil),
+		http.StatusNotFound, "not_found", nil)
+	r := apiDo(t, "POST", url+"/v1/locks/handed/transfer", fmt.Appendf(nil, `{"token":%d,"to":"named"}`, old), nil)
+	apiOK(t, r, map[string]any{"resource": "handed", "holder": "named", "token": old + 1, "expires_at": apiExpiresIn(time.Minute)})
+	apiOK(t, <-named, map[string]any{"resource": "handed", "holder": "named", "token": old + 1, "ttl_ms": 60000, "expires_at": apiExpiresIn(time.Minute)})
+	apiProblem(t, apiDo(t, "PUT", url+"/v1/kv/handed/k", []byte("stale"), apiTok(old)), http.StatusConflict, "fenced",
+		map[string]any{"resource": "handed", "presented": old, "last_fence": old + 1})
+	apiProblem(t, apiDo(t, "POST", url+"/v1/locks/handed/transfer", fmt.Appendf(nil, `{"token":%d}`, old), nil), http.StatusConflict, "lease_lost",
+		map[string]any{"resource": "handed", "presented": old, "current": old + 1})
+	// The first waiter kept its place: the next transfer, to nobody named, is its.
+	apiOK(t, apiDo(t, "POST", url+"/v1/locks/handed/transfer", fmt.Appendf(nil, `{"token":%d}`, old+1), nil),
+		map[string]any{"resource": "handed", "holder": "first", "token": old + 2, "expires_at": apiExpiresIn(time.Minute)})
+	apiOK(t, <-first, map[string]any{"resource": "handed", "holder": "first", "token": old + 2, "ttl_ms": 60000, "expires_at": apiExpiresIn(time.Minute)})
+}
+
+// waitForListedWaiters waits until the listing shows n acquires waiting
+// for resource.
+func waitForListedWaiters(t *testing.T, url, resource string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := apiDo(t, "GET", url+"/v1/locks?prefix="+resource, nil, nil)
+		var body struct {
+			Locks []struct {
+				Resource string `json:"resource"`
+				Waiters  int    `json:"waiters"`
+			} `json:"locks"`
+		}
+		if err := json.Unmarshal(r.body, &body); err == nil {
+			for _, l := range body.Locks {
+				if l.Resource == resource && l.Waiters >= n {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters for %s never showed: %s", n, resource, r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -194,6 +194,17 @@ func apiMatch(got, want any) bool {
 			}
 		}
 		return true
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok || len(g) != len(w) {
+			return false
+		}
+		for k := range w {
+			if !apiMatch(g[k], w[k]) {
+				return false
+			}
+		}
+		return true
 	}
 	panic(fmt.Sprintf("apiMatch: unsupported expectation %T", want))
 }
@@ -352,6 +363,7 @@ func TestAPI(t *testing.T) {
 		{"Sessions", testAPISessions},
 		{"Shared", testAPIShared},
 		{"RevokeRequested", testAPIRevokeRequested},
+		{"Transfer", testAPITransfer},
 	}
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {

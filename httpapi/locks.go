@@ -207,7 +207,11 @@ func (s *Handler) renew(c *call) error {
 		return err
 	}
 	var l fence.Lease
-	if req.Holder == "" {
+	var asked []fence.AskedLease
+	sr, renewsSessions := s.locker.(fence.SessionRenewer)
+	if req.Holder == "" && renewsSessions && fence.IsSessionResource(c.resource) {
+		l, asked, err = sr.RenewSession(c.ownerContext(), fence.SessionRef{Resource: c.resource, Token: req.Token}, req.TTL)
+	} else if req.Holder == "" {
 		l, err = s.locker.Renew(c.ownerContext(), c.resource, req.Token, req.TTL)
 	} else if sa, ok := s.locker.(fence.SharedAcquirer); ok {
 		c.holder = req.Holder
@@ -219,7 +223,9 @@ func (s *Handler) renew(c *call) error {
 		return err
 	}
 	c.holder = l.Holder
-	c.writeJSON(wire.NewLease(c.resource, l))
+	resp := wire.NewLease(c.resource, l)
+	resp.Asked = wire.NewAsked(asked)
+	c.writeJSON(resp)
 	return nil
 }
 

@@ -130,6 +130,9 @@ func (s *Service) RequestRevoke(ctx context.Context, resource string, grace time
 // at at, and arms the revoke.
 func (s *Service) askLocked(resource string, e *entry, at time.Time, grace time.Duration) {
 	e.lease.RevokeAt, e.lease.RevokeGrace = at, grace
+	if !e.lease.Session.IsZero() {
+		s.askedInSession(*e.lease, at)
+	}
 	for _, m := range e.shared {
 		m.RevokeAt, m.RevokeGrace = at, grace
 	}

@@ -1,7 +1,11 @@
 package lock
 
 import (
+	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fence-lock/fence"
@@ -36,6 +40,9 @@ type session struct {
 	over    bool                   // the session's lease has ended
 	leases  map[string]fence.Token // resource → token of the leases in it
 	joining map[string]int         // resource → grants joining it, not yet recorded
+	// asked are the leases in it asked to let go, by resource: the
+	// session's renewals list them (fence.Lease.Asked) until they end.
+	asked map[string]fence.AskedLease
 }
 
 // empty reports whether no lease is in the session or joining it.
@@ -49,7 +56,7 @@ func (s *Service) noteSessionLocked(l fence.Lease) {
 	ref := fence.SessionRef{Resource: l.Resource, Token: l.Token}
 	st := s.sessions[ref]
 	if st == nil {
-		st = &session{leases: make(map[string]fence.Token), joining: make(map[string]int)}
+		st = &session{leases: make(map[string]fence.Token), joining: make(map[string]int), asked: make(map[string]fence.AskedLease)}
 		s.sessions[ref] = st
 	}
 	st.owner, st.ttl, st.expires = l.Owner, l.TTL, l.Expires
@@ -65,6 +72,7 @@ func (s *Service) leftLeaseLocked(l fence.Lease) {
 	defer s.sessMu.Unlock()
 	if st := s.sessions[l.Session]; st != nil && st.leases[l.Resource] == l.Token {
 		delete(st.leases, l.Resource)
+		delete(st.asked, l.Resource)
 		if st.over && st.empty() {
 			delete(s.sessions, l.Session)
 		}
@@ -189,6 +197,42 @@ func (s *Service) sessionResources(ref fence.SessionRef) []string {
 		}
 	}
 	return rs
+}
+
+var _ fence.SessionRenewer = (*Service)(nil)
+
+// RenewSession implements fence.SessionRenewer.
+func (s *Service) RenewSession(ctx context.Context, ref fence.SessionRef, ttl time.Duration) (fence.Lease, []fence.AskedLease, error) {
+	if !fence.IsSessionResource(ref.Resource) {
+		return fence.Lease{}, nil, fmt.Errorf("lock: renew: %w: %q is no session's resource", fence.ErrBadRequest, ref.Resource)
+	}
+	l, err := s.Renew(ctx, ref.Resource, ref.Token, ttl)
+	if err != nil {
+		return fence.Lease{}, nil, err
+	}
+	return l, s.askedOf(ref), nil
+}
+
+// askedInSession notes that the lease l, in a session, was asked to let
+// go by at: the session's renewals list it until it ends.
+func (s *Service) askedInSession(l fence.Lease, at time.Time) {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	if st := s.sessions[l.Session]; st != nil && st.leases[l.Resource] == l.Token {
+		st.asked[l.Resource] = fence.AskedLease{Resource: l.Resource, Token: l.Token, RevokeAt: at}
+	}
+}
+
+// askedOf returns the leases in session ref asked to let go, in byte order
+// of resource; nil if none.
+func (s *Service) askedOf(ref fence.SessionRef) []fence.AskedLease {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	st := s.sessions[ref]
+	if st == nil || len(st.asked) == 0 {
+		return nil
+	}
+	return slices.SortedFunc(maps.Values(st.asked), func(a, b fence.AskedLease) int { return strings.Compare(a.Resource, b.Resource) })
 }
 
 // syncSession sets the expiry and TTL of every lease in session ref to the

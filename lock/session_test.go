@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -492,5 +493,65 @@ func TestService_SessionRetryInEnded(t *testing.T) {
 		if _, err := fence.NewSession(in, s, "x"); !errors.Is(err, fence.ErrBadRequest) {
 			t.Fatalf("a kept-alive lease in a session: %v, want ErrBadRequest", err)
 		}
+	})
+}
+
+// TestService_SessionAsked: a session's renewals list the leases in it
+// that a caller asked to let go (they renew nothing of their own), with
+// the deadline, also after a restart, until they end: released, or revoked
+// at the deadline.
+func TestService_SessionAsked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := memory.New()
+		s1 := open(t, db)
+		sess, in := openSession(t, s1, "w", "w", 10*time.Second)
+		a := acquireIn(t, s1, in, "a", "w")
+		b := acquireIn(t, s1, in, "b", "w")
+		c := acquireIn(t, s1, in, "c", "w")
+		renew := func(s *lock.Service) []fence.AskedLease {
+			t.Helper()
+			_, asked, err := s.RenewSession(t.Context(), fence.SessionRef{Resource: sess.Resource, Token: sess.Token}, 0)
+			if err != nil {
+				t.Fatalf("renew of the session: %v", err)
+			}
+			return asked
+		}
+		if got := renew(s1); got != nil {
+			t.Fatalf("Asked=%+v before any request, want none", got)
+		}
+		askedB, _, err := s1.RequestRevoke(t.Context(), "b", 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		askedA, _, err := s1.RequestRevoke(t.Context(), "a", 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []fence.AskedLease{{Resource: "a", Token: a.Token, RevokeAt: askedA.RevokeAt}, {Resource: "b", Token: b.Token, RevokeAt: askedB.RevokeAt}}
+		if got := renew(s1); !slices.Equal(got, want) {
+			t.Fatalf("Asked=%+v, want %+v", got, want)
+		}
+		if err := s1.Release(t.Context(), "b", b.Token); err != nil {
+			t.Fatal(err)
+		}
+		if got := renew(s1); len(got) != 1 || got[0].Resource != "a" {
+			t.Fatalf("Asked=%+v after b's release, want a only", got)
+		}
+		s1.Close()
+
+		s2 := open(t, db) // the request is restored, with its full grace from now
+		got := renew(s2)
+		if len(got) != 1 || got[0].Resource != "a" || got[0].Token != a.Token || !got[0].RevokeAt.Equal(time.Now().Add(30*time.Second)) {
+			t.Fatalf("Asked=%+v after a restart, want a, revoked 30s from now", got)
+		}
+		for range 4 {
+			time.Sleep(8 * time.Second)
+			got = renew(s2)
+		}
+		wantFree(t, s2, "a") // revoked at the deadline
+		if got != nil {
+			t.Fatalf("Asked=%+v after a was revoked, want none", got)
+		}
+		wantHeldBy(t, s2, "c", c.Token) // the session's other lease goes on
 	})
 }

@@ -121,6 +121,16 @@ type Lease struct {
 	Session   *SessionRef `json:"session,omitempty"`   // absent for a lease of its own
 	Mode      string      `json:"mode,omitempty"`      // ModeShared for a shared hold; absent for an exclusive lease
 	RevokeAt  string      `json:"revoke_at,omitempty"` // when it is revoked, its holder asked to let go; absent if not asked
+	// Asked is, in a session's renewal, the leases in the session asked to
+	// let go; absent if none (fence.SessionRenewer).
+	Asked []AskedLease `json:"asked,omitempty"`
+}
+
+// AskedLease is a lease in a session asked to let go (Lease.Asked).
+type AskedLease struct {
+	Resource string      `json:"resource"`
+	Token    fence.Token `json:"token"`
+	RevokeAt string      `json:"revoke_at"`
 }
 
 // NewLease is the answer for l, a lease on resource.
@@ -136,6 +146,18 @@ func NewLease(resource string, l fence.Lease) Lease {
 		Mode:      ModeOf(l.Shared),
 		RevokeAt:  optionalTimestamp(l.RevokeAt),
 	}
+}
+
+// NewAsked is the Asked of a session's renewal.
+func NewAsked(asked []fence.AskedLease) []AskedLease {
+	if len(asked) == 0 {
+		return nil
+	}
+	out := make([]AskedLease, len(asked))
+	for i, a := range asked {
+		out[i] = AskedLease{Resource: a.Resource, Token: a.Token, RevokeAt: Timestamp(a.RevokeAt)}
+	}
+	return out
 }
 
 // optionalTimestamp is Timestamp(t), or "" for the zero time.
@@ -161,6 +183,20 @@ func (l Lease) Decode() (fence.Lease, error) {
 		}
 	}
 	return lease, nil
+}
+
+// DecodeAsked returns the leases that l, a session's renewal, lists as
+// asked to let go.
+func (l Lease) DecodeAsked() ([]fence.AskedLease, error) {
+	var asked []fence.AskedLease
+	for _, a := range l.Asked {
+		at, err := ParseTimestamp(a.RevokeAt)
+		if err != nil {
+			return nil, fmt.Errorf("lease asked %q revoke_at: %w", a.Resource, err)
+		}
+		asked = append(asked, fence.AskedLease{Resource: a.Resource, Token: a.Token, RevokeAt: at})
+	}
+	return asked, nil
 }
 
 // ReleaseResponse is the answer to release.
