@@ -56,6 +56,7 @@ from .sequencer import (
 from .sse import SSEEvent, SSEParser
 from .types import (
     MAX_TOKEN,
+    AskedLease,
     ClusterServer,
     ClusterStatus,
     Compare,
@@ -91,6 +92,7 @@ __all__ = [
     "MAX_LIMIT",
     "MAX_TOKEN",
     "LeaseInfo",
+    "AskedLease",
     "LockStatus",
     "LockInfo",
     "LockPage",

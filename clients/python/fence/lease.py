@@ -6,7 +6,7 @@ import datetime as _dt
 import threading
 import time
 import urllib.request
-from typing import TYPE_CHECKING, Any, Collection, Iterable, List, Mapping, MutableMapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Collection, Iterable, List, Mapping, MutableMapping, Optional, Tuple, Union
 
 from ._transport import Call
 from .errors import (
@@ -21,7 +21,7 @@ from .errors import (
     RateLimitedError,
     SessionEndedError,
 )
-from .types import Compare, Delete, Item, LeaseInfo, Put, Transferred, WriteResult
+from .types import AskedLease, Compare, Delete, Item, LeaseInfo, Put, Transferred, WriteResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client import Client
@@ -79,9 +79,12 @@ class Lease:
         #: Set once the server says that a caller asked the holder to let go
         #: (:meth:`fence.Client.ask_to_release`): release before
         #: :attr:`revoke_at`, when the server revokes the lease. The lease
-        #: learns it from a renewal, within about ttl/3.
+        #: learns it from a renewal, within about ttl/3 (a lease in a session,
+        #: from its session's).
         self.revoke_requested = threading.Event()
         self._revoke_at = info.revoke_at
+        # In a session: its keeper's renewals listed it as asked to let go.
+        self._listed = False
         if info.revoke_at is not None:
             self.revoke_requested.set()
         #: Set when the lease was lost (by the server's word or the local clock).
@@ -193,6 +196,32 @@ class Lease:
                 self._revoke_at = info.revoke_at
         if info.revoke_at is not None:
             self.revoke_requested.set()
+        self._note_asked(info.asked)
+
+    def _note_asked(self, asked: Tuple[AskedLease, ...]) -> None:
+        """A renewal of this lease, a session's: tell the leases in the
+        session that a caller asked them to let go, and end those that were
+        listed and are no longer (revoked at the deadline); forget the
+        followers that have ended."""
+        listed = {(a.resource, a.token): a.revoke_at for a in asked}
+        with self._mu:
+            self._followers = [f for f in self._followers if not f.done.is_set()]
+            followers = list(self._followers)
+        for f in followers:
+            f._asked(listed.get((f.resource, f.token)))
+
+    def _asked(self, revoke_at: Optional[_dt.datetime]) -> None:
+        """What its session's last renewal says of this lease, in it: asked
+        to let go by revoke_at, or not (None)."""
+        if self._stop.is_set() or self.done.is_set():
+            return  # being released, or ended
+        if revoke_at is not None:
+            with self._mu:
+                self._revoke_at, self._listed = revoke_at, True
+            self.revoke_requested.set()
+        elif self._listed:
+            problem = {"code": "lease_lost", "resource": self.resource, "presented": self.token, "current": 0}
+            self._end(LeaseLostError("lease on %r (token %d) was revoked at the deadline of a request to let go" % (self.resource, self.token), problem=problem), lost=True)
 
     def _keepalive(self) -> None:
         interval = self.ttl / 3

@@ -122,6 +122,11 @@ class LeaseInfo:
     #: When the server revokes the lease, its holder asked to let go
     #: (:meth:`fence.Client.ask_to_release`); None if nobody asked.
     revoke_at: Optional[_dt.datetime] = None
+    #: In a session's renewal: the leases in the session that a caller asked
+    #: to let go, in byte order of resource (they send no renewal of their
+    #: own); empty if none. One listed and then no longer, not released by
+    #: its holder, was revoked.
+    asked: Tuple["AskedLease", ...] = ()
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "LeaseInfo":
@@ -136,7 +141,18 @@ class LeaseInfo:
             session=SessionRef(d["session"]["resource"], d["session"]["token"]) if d.get("session") else None,
             shared=d.get("mode") == "shared",
             revoke_at=_opt_time(d.get("revoke_at")),
+            asked=tuple(AskedLease(a["resource"], a["token"], parse_time(a["revoke_at"])) for a in d.get("asked") or ()),
         )
+
+
+@dataclass(frozen=True)
+class AskedLease:
+    """A lease in a session that a caller asked to let go, as the session's
+    renewal lists it (:attr:`LeaseInfo.asked`)."""
+
+    resource: str
+    token: int
+    revoke_at: _dt.datetime
 
 
 @dataclass(frozen=True)

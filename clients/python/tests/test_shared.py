@@ -73,6 +73,26 @@ class SharedTest(unittest.TestCase):
         self.assertIsNone(c.ask_to_release("py-free", 1))  # free: revoked at once
         self.assertGreater(c.fence("py-free"), 0)
 
+    def test_asked_to_release_in_a_session(self) -> None:
+        # A lease in the client's session renews nothing of its own: the
+        # session's renewals tell it, and that it was revoked at the deadline.
+        c = fence.Client(self.server.addr, timeout=5, session_ttl=0.6)
+        self.addCleanup(c.close)
+        lease = c.acquire("py-asked-in", ttl=0.6, holder="h")
+        other = c.acquire("py-asked-other", ttl=0.6, holder="h")
+        self.assertIsNotNone(lease.keeper, "the lease is in no session")
+        asked = self.client.ask_to_release("py-asked-in", 1)
+        assert asked is not None
+        self.assertTrue(lease.revoke_requested.wait(5), "the lease in a session never learnt that it was asked to let go")
+        self.assertEqual(lease.revoke_at, asked.revoke_at)
+        self.assertTrue(lease.done.wait(10), "the lease in a session never learnt that it was revoked at the deadline")
+        self.assertTrue(lease.lost.is_set())
+        self.assertIsInstance(lease.error, fence.LeaseLostError)
+        assert isinstance(lease.error, fence.LeaseLostError)
+        self.assertEqual((lease.error.resource, lease.error.presented), ("py-asked-in", lease.token))
+        self.assertFalse(other.done.is_set(), "the other lease in the session ended too")
+        other.release()
+
     def test_multi_acquire_all_or_none(self) -> None:
         c = self.client
         a, b = c.acquire_all(["py-m-a", "py-m-b"], ttl=0.6, holder="m")

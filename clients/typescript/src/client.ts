@@ -80,6 +80,20 @@ export interface LeaseInfo {
   shared?: boolean;
   /** When the server revokes the lease, its holder asked to let go (Client.askToRelease); undefined if nobody asked. */
   revokeAt?: Date;
+  /**
+   * In a session's renewal: the leases in the session that a caller asked to
+   * let go, in byte order of resource (they send no renewal of their own);
+   * undefined if none. One listed and then no longer, not released by its
+   * holder, was revoked.
+   */
+  asked?: AskedLease[];
+}
+
+/** A lease in a session that a caller asked to let go, as the session's renewal lists it. */
+export interface AskedLease {
+  resource: string;
+  token: bigint;
+  revokeAt: Date;
 }
 
 /**
@@ -334,6 +348,13 @@ function leaseOf(o: Record<string, JSONValue>, what: string): LeaseInfo {
   if (typeof o.sequencer === "string" && o.sequencer !== "") l.sequencer = o.sequencer;
   if (o.mode === "shared") l.shared = true;
   if (typeof o.revoke_at === "string") l.revokeAt = dateOf(o, "revoke_at", what);
+  if (o.asked !== undefined && o.asked !== null) {
+    if (!Array.isArray(o.asked)) throw new ProtocolError(`fence: ${what}: member asked is not an array`);
+    l.asked = o.asked.map((a) => {
+      if (typeof a !== "object" || a === null || Array.isArray(a)) throw new ProtocolError(`fence: ${what}: an asked lease is not an object`);
+      return { resource: strOf(a, "resource", what), token: bigOf(a, "token", what), revokeAt: dateOf(a, "revoke_at", what) };
+    });
+  }
   const s = o.session;
   if (s !== undefined && s !== null) {
     if (typeof s !== "object" || Array.isArray(s)) throw new ProtocolError(`fence: ${what}: member session is not an object`);

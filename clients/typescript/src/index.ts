@@ -8,6 +8,7 @@ export {
   RESPONSE_BIGINTS,
   SESSION_PREFIX,
   sessionResource,
+  type AskedLease,
   type CallOptions,
   type ClaimResult,
   type ClientOptions,

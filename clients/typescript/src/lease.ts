@@ -1,6 +1,6 @@
 // A lease that keeps itself alive: the Go fence.Session, with timers.
 
-import type { CallOptions, Client, ClaimResult, DeleteResult, Item, LeaseInfo, PutResult, Transferred, Txn, Value, WriteOptions } from "./client.js";
+import type { AskedLease, CallOptions, Client, ClaimResult, DeleteResult, Item, LeaseInfo, PutResult, Transferred, Txn, Value, WriteOptions } from "./client.js";
 import { BadRequestError, ForbiddenError, InvalidTokenError, LeaseExpiredError, LeaseLostError, LeaseReleasedError, NotFoundError, RateLimitedError, SessionEndedError } from "./errors.js";
 import type { FetchFunction } from "./transport.js";
 import type { TokenLike } from "./token.js";
@@ -92,7 +92,8 @@ export class Lease {
   /**
    * Resolves once the server says that a caller asked the holder to let go
    * (Client.askToRelease), with when it revokes the lease unless released
-   * first. The lease learns it from a renewal, within about ttlMs/3.
+   * first. The lease learns it from a renewal, within about ttlMs/3 (a
+   * lease in a session, from its session's).
    */
   readonly revokeRequested: Promise<Date>;
   #resolveRevoke!: (at: Date) => void;
@@ -119,6 +120,13 @@ export class Lease {
   #ending: Promise<void> = Promise.resolve(); // the release or transfer in flight, if any
   #expiryTimer: ReturnType<typeof setTimeout> | undefined;
   #releasing: Promise<void> | undefined;
+  // A session's lease (the keeper of leases in it): the leases in the
+  // session asked to let go, as its last renewal listed them, and a promise
+  // resolved (and replaced) when that list changes.
+  #asked: AskedLease[] = [];
+  #askedChanged!: Promise<void>;
+  #resolveAskedChanged!: () => void;
+  #listed = false; // in a session: the keeper's renewals listed it as asked to let go
 
   private constructor(client: Client, info: LeaseInfo, margin: number, deadline: number, keeper?: Lease) {
     this.#client = client;
@@ -136,6 +144,22 @@ export class Lease {
     if (info.revokeAt !== undefined) this.#noteRevoke(info.revokeAt);
     this.signal = this.#ended.signal;
     this.done = new Promise((resolve) => (this.#resolveDone = resolve));
+    this.#newAskedChanged();
+  }
+
+  #newAskedChanged(): void {
+    this.#askedChanged = new Promise((resolve) => (this.#resolveAskedChanged = resolve));
+  }
+
+  /** Takes the list of asked leases of a session's renewal, and wakes the leases in the session if it changed. */
+  #noteAsked(asked: AskedLease[]): void {
+    const same = asked.length === this.#asked.length &&
+      asked.every((a, i) => a.resource === this.#asked[i].resource && a.token === this.#asked[i].token && a.revokeAt.getTime() === this.#asked[i].revokeAt.getTime());
+    if (same) return;
+    this.#asked = asked;
+    const wake = this.#resolveAskedChanged;
+    this.#newAskedChanged();
+    wake();
   }
 
   /**
@@ -291,6 +315,7 @@ export class Lease {
       if (this.#ended.signal.aborted) return;
       this.#info.expiresAt = info.expiresAt;
       if (info.revokeAt !== undefined) this.#noteRevoke(info.revokeAt);
+      this.#noteAsked(info.asked ?? []);
       this.#deadline = sent + this.ttlMs - this.#margin;
     } finally {
       clearTimeout(t);
@@ -312,15 +337,33 @@ export class Lease {
   async #keepalive(): Promise<void> {
     const keeper = this.keeper;
     if (keeper !== undefined) {
-      // In a session: no renewals; the lease ends with the session.
+      // In a session: no renewals; the lease ends with the session. The
+      // session's renewals list the leases in it asked to let go: listed,
+      // revokeRequested resolves; listed and then no longer (not released:
+      // release stops this loop first), the lease was revoked.
       const stop = this.#loopStop.signal;
       const stopped = new Promise<void>((resolve) => {
         if (stop.aborted) resolve();
         else stop.addEventListener("abort", () => resolve(), { once: true });
       });
-      const reason = await Promise.race([keeper.done, stopped.then(() => undefined)]);
-      if (reason !== undefined && !this.#stopped) this.#end(new SessionEndedError(this.resource, this.token, keeper.resource, reason));
-      return;
+      for (;;) {
+        const changed = keeper.#askedChanged;
+        const asked = keeper.#asked.find((a) => a.resource === this.resource && a.token === this.token);
+        if (asked !== undefined && !this.#stopped) {
+          this.#listed = true;
+          this.#noteRevoke(asked.revokeAt);
+        } else if (this.#listed && !this.#stopped) {
+          this.#end(new LeaseLostError(409, "revoked at the deadline of a request to let go",
+            { code: "lease_lost", resource: this.resource, presented: this.token, current: 0n }));
+          return;
+        }
+        const reason = await Promise.race([keeper.done, stopped.then(() => null), changed.then(() => undefined)]);
+        if (reason === null || this.#stopped) return;
+        if (reason !== undefined) {
+          this.#end(new SessionEndedError(this.resource, this.token, keeper.resource, reason));
+          return;
+        }
+      }
     }
     const interval = this.ttlMs / 3;
     const retry = Math.max(this.ttlMs / 20, 1);

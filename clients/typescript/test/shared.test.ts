@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
-import { BadRequestError, Client, FencedError, LockHeldError } from "../src/index.js";
+import { BadRequestError, Client, FencedError, LeaseLostError, LockHeldError } from "../src/index.js";
 import { sleep, startServer, type Server } from "./helpers.js";
 
 let srv: Server;
@@ -65,6 +65,28 @@ describe("shared holds", () => {
     }
     assert.equal(await client.askToRelease("ts-free", 1000), undefined); // free: revoked at once
     assert.ok((await client.fence("ts-free")) > 0n);
+  });
+
+  it("a lease in the client's session learns it from the session's renewals, and that it was revoked", async () => {
+    const c = new Client(srv.url, { sessionTtlMs: 600 });
+    const lease = await c.acquire("ts-asked-in", { holder: "h", ttlMs: 600 });
+    const other = await c.acquire("ts-asked-other", { holder: "h", ttlMs: 600 });
+    try {
+      assert.ok(lease.keeper !== undefined, "the lease is in no session");
+      const asked = await client.askToRelease("ts-asked-in", 1000);
+      assert.ok(asked);
+      const at = await Promise.race([lease.revokeRequested, new Promise<undefined>((r) => setTimeout(() => r(undefined), 5000))]);
+      assert.ok(at, "the lease in a session never learnt that it was asked to let go");
+      assert.equal(at.getTime(), asked.revokeAt.getTime());
+      const reason = await Promise.race([lease.done, new Promise<undefined>((r) => setTimeout(() => r(undefined), 10_000))]);
+      assert.ok(reason instanceof LeaseLostError, `want LeaseLostError once revoked at the deadline, got ${reason}`);
+      assert.equal(reason.resource, "ts-asked-in");
+      assert.equal(reason.presented, lease.token);
+      assert.equal(other.err, undefined, "the other lease in the session ended too");
+    } finally {
+      await other.release();
+      await c.close();
+    }
   });
 });
 
