@@ -26,7 +26,7 @@ import (
 type newServiceFunc func(t testing.TB) (url string, logs *lockedBuffer)
 
 // engines are the stores a fence server can keep its state in, each with a
-// newServiceFunc that serves from it: the embedded bbolt file, a 3-member
+// newServiceFunc that serves from it: the embedded journal (the default), a 3-member
 // etcd cluster, and PostgreSQL with a synchronous standby. Suites that take
 // a newServiceFunc run once per engine, as subtests named after it.
 var engines = []struct {

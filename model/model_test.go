@@ -25,7 +25,11 @@ type check struct {
 	// fail is the outcome wanted: false, the search completes with no
 	// error; true, it finds an assertion violated.
 	fail bool
-	what string // what the outcome shows
+	// violates is, for a negative control, the assertion it must violate
+	// (as pan prints it): the one that states the property the control
+	// breaks, not any other.
+	violates string
+	what     string // what the outcome shows
 }
 
 var checks = []check{
@@ -33,15 +37,15 @@ var checks = []check{
 		what: "the protocol keeps every property"},
 
 	// Negative controls: each check of the protocol is needed.
-	{name: "NoFenceCheck", defines: []string{"NO_FENCE_CHECK"}, fail: true,
+	{name: "NoFenceCheck", defines: []string{"NO_FENCE_CHECK"}, fail: true, violates: "(nlf>=store[r].lastFence)",
 		what: "without the fence check (token < last_fence), a stale holder's write is accepted"},
-	{name: "NoIssuedCheck", defines: []string{"NO_ISSUED_CHECK"}, fail: true,
+	{name: "NoIssuedCheck", defines: []string{"NO_ISSUED_CHECK"}, fail: true, violates: "(tkn<=store[r].lastToken)",
 		what: "without the issued check (token > last_token), a forged token's write is accepted"},
-	{name: "HandoffKeepsOld", defines: []string{"HANDOFF_KEEPS_OLD"}, fail: true,
+	{name: "HandoffKeepsOld", defines: []string{"HANDOFF_KEEPS_OLD"}, fail: true, violates: "(store[0].lastFence>=store[0].leaseToken)",
 		what: "a hand-over (a release to a waiter, a transfer) that does not raise the fence leaves the old token valid beside the new lease"},
-	{name: "NoEpochCheck", defines: []string{"NO_EPOCH_CHECK"}, fail: true,
+	{name: "NoEpochCheck", defines: []string{"NO_EPOCH_CHECK"}, fail: true, violates: "(term[s]==epoch)",
 		what: "without the writer-epoch check, a deposed leader commits"},
-	{name: "NoEpochCheckConsequences", defines: []string{"NO_EPOCH_CHECK", "CONSEQUENCES_ONLY"}, fail: true,
+	{name: "NoEpochCheckConsequences", defines: []string{"NO_EPOCH_CHECK", "CONSEQUENCES_ONLY"}, fail: true, violates: "(nlease==store[r].leaseToken)",
 		what: "without the writer-epoch check, a deposed leader breaks tokens, fences or leases"},
 
 	// Witnesses: the scenarios the properties are about do happen, so that
@@ -70,15 +74,15 @@ var checks = []check{
 		what: "permits keep every property"},
 	{name: "Primitives/Sessions", model: primitives, defines: []string{"PART=4"},
 		what: "sessions keep every property"},
-	{name: "Primitives/SharedTokenReused", model: primitives, defines: []string{"PART=1", "SHARED_TOKEN_REUSED"}, fail: true,
+	{name: "Primitives/SharedTokenReused", model: primitives, defines: []string{"PART=1", "SHARED_TOKEN_REUSED"}, fail: true, violates: "(tok[((c*1)+r)]==latest[r])",
 		what: "a shared group's token not raised past an exclusive one lets the paused exclusive holder write beside the group"},
-	{name: "Primitives/SharedBesideExclusive", model: primitives, defines: []string{"PART=1", "SHARED_BESIDE_EXCL"}, fail: true,
+	{name: "Primitives/SharedBesideExclusive", model: primitives, defines: []string{"PART=1", "SHARED_BESIDE_EXCL"}, fail: true, violates: "!(((excl[r]!=255)&&(group[r]!=0)))",
 		what: "a shared acquire that does not check for an exclusive lease holds beside it"},
-	{name: "Primitives/MultiHalf", model: primitives, defines: []string{"PART=2", "MULTI_HALF"}, fail: true,
+	{name: "Primitives/MultiHalf", model: primitives, defines: []string{"PART=2", "MULTI_HALF"}, fail: true, violates: "(excl[0]!=c)",
 		what: "a multi-acquire that commits half holds a resource after it was refused"},
-	{name: "Primitives/PermitAnySlot", model: primitives, defines: []string{"PART=3", "PERMIT_ANY_SLOT"}, fail: true,
+	{name: "Primitives/PermitAnySlot", model: primitives, defines: []string{"PART=3", "PERMIT_ANY_SLOT"}, fail: true, violates: "(n<=2)",
 		what: "a permit granted on a held slot makes more than the limit of holders"},
-	{name: "Primitives/SessionJoinEnded", model: primitives, defines: []string{"PART=4", "SESSION_JOIN_ENDED"}, fail: true,
+	{name: "Primitives/SessionJoinEnded", model: primitives, defines: []string{"PART=4", "SESSION_JOIN_ENDED"}, fail: true, violates: "sessOpen[c]",
 		what: "an acquire that does not check its session joins one that has ended"},
 	{name: "Primitives/Reachable/GroupSharesToken", model: primitives, defines: []string{"PART=1", "WITNESS=1"}, fail: true,
 		what: "a group of two holds with one token"},
@@ -137,9 +141,12 @@ func TestModel(t *testing.T) {
 			if r.errors == 0 || r.violated == "" {
 				t.Fatalf("errors: %d, want an assertion violated: it should show that %s\n%s", r.errors, c.what, r.out)
 			}
-			if strings.HasPrefix(c.name, "Reachable/") {
+			if strings.Contains(c.name, "Reachable/") {
 				t.Logf("%s: reached at depth %d", c.what, r.violatedAt)
 				return
+			}
+			if c.violates == "" || !strings.Contains(r.violated, c.violates) {
+				t.Fatalf("assertion violated %s, want %q: the control should show that %s\n%s", r.violated, c.violates, c.what, r.out)
 			}
 			t.Logf("%s: assertion violated %s, at depth %d", c.what, r.violated, r.violatedAt)
 		})
