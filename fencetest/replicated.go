@@ -104,6 +104,15 @@ func testTakeover(t *testing.T, newStore func(t *testing.T) ReplicatedStore, uns
 	if err != nil {
 		t.Fatalf("Share, RequestRevoke: %v", err)
 	}
+	// A session with a lease in it, and a permit (a lease on a slot).
+	sessTok := grant(t, dbA, fence.SessionResource("s"), "S")
+	ref := fence.SessionRef{Resource: fence.SessionResource("s"), Token: sessTok}
+	joined, err := dbA.Grant(fence.WithSession(ctx, ref), "joined", "S", testTTL, time.Now().Add(testTTL))
+	if err != nil {
+		t.Fatalf("Grant in a session: %v", err)
+	}
+	slot := fence.SlotResource("pool", 2, 3)
+	permit := grant(t, dbA, slot, "P")
 
 	st.EndLeadership(t)
 	dbB, _ := Lead(t, b)
@@ -132,6 +141,17 @@ func testTakeover(t *testing.T, newStore func(t *testing.T) ReplicatedStore, uns
 	slices.Sort(group)
 	if want := []string{fmt.Sprintf("R1/alice/%d/true", readers), fmt.Sprintf("R2//%d/true", readers)}; !slices.Equal(group, want) {
 		t.Fatalf("the new leader's shared group %v, want %v", group, want)
+	}
+	// And the session, the lease in it with its session, and the permit.
+	for _, want := range []fence.Lease{
+		{Resource: ref.Resource, Holder: "S", Token: sessTok},
+		{Resource: "joined", Holder: "S", Token: joined, Session: ref},
+		{Resource: slot, Holder: "P", Token: permit},
+	} {
+		i := slices.IndexFunc(leases, func(l fence.Lease) bool { return l.Resource == want.Resource })
+		if i < 0 || leases[i].Holder != want.Holder || leases[i].Token != want.Token || leases[i].Session != want.Session {
+			t.Fatalf("the new leader's leases %+v: want %s's, holder %s, token %d, session %+v", leases, want.Resource, want.Holder, want.Token, want.Session)
+		}
 	}
 	if tokB := grant(t, dbB, "r", "B"); tokB != tok+1 {
 		t.Fatalf("B: Grant=%d, want %d (the tokens go on)", tokB, tok+1)

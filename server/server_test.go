@@ -160,6 +160,58 @@ func TestServer_Standby(t *testing.T) {
 		t.Fatalf("A's stale put through the standby: err=%v, want FencedError with last fence %d", err, b.Token)
 	}
 
+	// Every primitive through the standby: a permit, a shared group, a
+	// multi-acquire, a session with a lease in it and its renewal's list of
+	// leases asked to let go, a request to let go, and a handover.
+	p, err := viaStandby.AcquirePermit(ctx, "pool", "P", 2, time.Minute, 0)
+	if err != nil || p.Resource != fence.SlotResource("pool", 1, 2) {
+		t.Fatalf("a permit through the standby=%+v, %v", p, err)
+	}
+	r1, err1 := viaStandby.AcquireShared(ctx, "doc", "R1", time.Minute, 0)
+	r2, err2 := viaStandby.AcquireShared(ctx, "doc", "R2", time.Minute, 0)
+	if err1 != nil || err2 != nil || r1.Token != r2.Token {
+		t.Fatalf("a shared group through the standby: %+v, %v; %+v, %v", r1, err1, r2, err2)
+	}
+	if _, err := viaStandby.AcquireAll(ctx, []string{"m1", "m2"}, "M", time.Minute, 0); err != nil {
+		t.Fatalf("a multi-acquire through the standby: %v", err)
+	}
+	sess, err := viaStandby.Acquire(ctx, fence.SessionResource("via-standby"), "S", time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := fence.SessionRef{Resource: sess.Resource, Token: sess.Token}
+	in, err := viaStandby.Acquire(fence.WithSession(ctx, ref), "in-session", "S", 0, 0)
+	if err != nil || in.Session != ref {
+		t.Fatalf("a lease in a session through the standby=%+v, %v", in, err)
+	}
+	asked, _, err := viaStandby.RequestRevoke(ctx, "in-session", time.Minute)
+	if err != nil || asked.Token != in.Token {
+		t.Fatalf("a request to let go through the standby=%+v, %v", asked, err)
+	}
+	if _, list, err := viaStandby.RenewSession(ctx, ref, 0); err != nil || len(list) != 1 || list[0].Resource != "in-session" || !list[0].RevokeAt.Equal(asked.RevokeAt) {
+		t.Fatalf("the session's renewal through the standby lists %+v, %v; want in-session asked", list, err)
+	}
+	old, err := viaStandby.Acquire(ctx, "handed", "first", time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan fence.Lease, 1)
+	go func() {
+		l, err := viaStandby.Acquire(ctx, "handed", "next", time.Minute, 10*time.Second)
+		if err != nil {
+			t.Errorf("the successor's acquire through the standby: %v", err)
+		}
+		got <- l
+	}()
+	waitFor(t, "the successor waiting", func() bool {
+		ls, _, err := viaStandby.List(ctx, "handed", "", 1)
+		return err == nil && len(ls) == 1 && ls[0].Waiters == 1
+	})
+	next, err := viaStandby.Transfer(ctx, "handed", old.Token, "next")
+	if err != nil || next.Token <= old.Token || (<-got).Token != next.Token {
+		t.Fatalf("a handover through the standby=%+v, %v", next, err)
+	}
+
 	// A request already forwarded once is not forwarded again.
 	req, _ := http.NewRequestWithContext(ctx, "GET", standbyURL+"/v1/fences/r", nil)
 	req.Header.Set(wire.ForwardedHeader, "http://127.0.0.1:1")
