@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/fence-lock/fence/auth"
 	"github.com/fence-lock/fence/client"
 	"github.com/fence-lock/fence/fencetest"
+	"github.com/fence-lock/fence/watch"
 )
 
 // TestLock_ConflictExitCode checks --conflict-exit-code and --quiet, for
@@ -320,6 +322,23 @@ done`
 	run := func(name string) {
 		procs[name], _ = p.start(name, script, "--handover", "--wait", "5m")
 	}
+	// The server's own account of each hand-over: its watch stream, where
+	// the old lease's end and the successor's grant are one ledger change.
+	watchCtx, stopWatch := context.WithCancel(t.Context())
+	defer stopWatch()
+	events := make(chan watch.Event, 1024)
+	go func() {
+		w := api.Watch(watchCtx, "worker", "")
+		defer w.Close()
+		for {
+			ev, err := w.Next()
+			if err != nil {
+				close(events)
+				return
+			}
+			events <- ev
+		}
+	}()
 	run("w0")
 	p.waitFor("w0 never started", func() bool { return p.exists("w0.log") })
 	run("w1")
@@ -373,6 +392,33 @@ done`
 		}
 		t.Logf("%s → %s: successor's command started %v after SIGTERM, %v before the old command ended; old writes accepted after SIGTERM: %d",
 			h.old, h.next, time.Duration(n.start-h.term).Round(time.Millisecond), time.Duration(o.end-n.start).Round(time.Millisecond), o.acceptedAfter(h.term))
+	}
+	// On the server: each hand-over's release of the old lease is followed
+	// at once by the successor's grant, with no event between (no instant
+	// at which another could have taken it, nor any holder beside).
+	stopWatch()
+	var stream []watch.Event
+	for ev := range events {
+		if ev.Type == watch.Granted || ev.Type == watch.Released || ev.Type == watch.Expired || ev.Type == watch.Revoked {
+			stream = append(stream, ev)
+		}
+	}
+	handed := 0
+	for i, ev := range stream {
+		if ev.Type != watch.Released || i+1 == len(stream) || ev.Holder == stream[i+1].Holder {
+			continue
+		}
+		next := stream[i+1]
+		if next.Type != watch.Granted || next.Token != ev.Token+1 {
+			t.Errorf("after %s's lease %d ended: %s of %s token %d, want the successor's grant of token %d", ev.Holder, ev.Token, next.Type, next.Holder, next.Token, ev.Token+1)
+			continue
+		}
+		handed++
+		t.Logf("server: lease %d of %s ended and lease %d of %s granted %v apart, in one ledger change: no instant without a holder",
+			ev.Token, ev.Holder, next.Token, next.Holder, next.Time.Sub(ev.Time))
+	}
+	if handed != len(hos) {
+		t.Errorf("%d hand-overs on the server's watch stream, want %d", handed, len(hos))
 	}
 }
 
