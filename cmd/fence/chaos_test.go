@@ -169,13 +169,13 @@ func TestChaos_Workloads(t *testing.T) {
 	}
 }
 
-// TestChaos_WorkloadsUnsafe is the negative control of the session and
-// shared workloads: on storage that ignores tokens, the stale writes of
-// paused holders (whose sessions expired, or whose shared or exclusive
-// holds were taken over) must be found. The runs go on, longer, until a
-// stale write is sent.
+// TestChaos_WorkloadsUnsafe is the negative control of each workload of
+// holds: on storage that ignores tokens, the stale writes of paused
+// holders (whose sessions expired, whose shared or exclusive holds, permits
+// or multi-acquired leases were taken over) must be found. The runs go on,
+// longer, until a stale write is sent.
 func TestChaos_WorkloadsUnsafe(t *testing.T) {
-	for _, workload := range []string{"session", "shared"} {
+	for _, workload := range []string{"session", "shared", "semaphore", "multi"} {
 		t.Run(workload, func(t *testing.T) {
 			var rep chaosResult
 			var code int
