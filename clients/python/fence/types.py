@@ -74,6 +74,13 @@ def _opt_time(v: Any) -> Optional[_dt.datetime]:
     return parse_time(v)
 
 
+def _opt_session(v: Any) -> Optional["SessionRef"]:
+    """The session of a JSON ``session`` member, None if it is absent."""
+    if not v:
+        return None
+    return SessionRef(v["resource"], v["token"])
+
+
 #: The prefix of every session resource: a session is a lease on
 #: ``.session/NAME``, opened by acquiring it, renewed by renewing it and
 #: closed by releasing it.
@@ -138,7 +145,7 @@ class LeaseInfo:
             ttl=d["ttl_ms"] / 1000.0,
             expires_at=parse_time(d["expires_at"]),
             sequencer=d.get("sequencer") or None,
-            session=SessionRef(d["session"]["resource"], d["session"]["token"]) if d.get("session") else None,
+            session=_opt_session(d.get("session")),
             shared=d.get("mode") == "shared",
             revoke_at=_opt_time(d.get("revoke_at")),
             asked=tuple(AskedLease(a["resource"], a["token"], parse_time(a["revoke_at"])) for a in d.get("asked") or ()),
@@ -173,6 +180,9 @@ class LockStatus:
     holders: Tuple[str, ...] = ()
     #: When the lease is revoked, its holder asked to let go; None if not.
     revoke_at: Optional[_dt.datetime] = None
+    #: The session the held lease is in; None for a lease of its own, or
+    #: while free.
+    session: Optional[SessionRef] = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "LockStatus":
@@ -187,6 +197,7 @@ class LockStatus:
             shared=d.get("mode") == "shared",
             holders=tuple(d.get("holders") or ()),
             revoke_at=_opt_time(d.get("revoke_at")),
+            session=_opt_session(d.get("session")),
         )
 
 
@@ -200,6 +211,15 @@ class LockInfo:
     token: int
     expires_at: _dt.datetime
     waiters: int = 0
+    #: True for a shared group: ``holders`` names its holders (byte order),
+    #: ``token`` is the group's and ``holder`` is "".
+    shared: bool = False
+    holders: Tuple[str, ...] = ()
+    #: The session the lease is in; None for a lease of its own.
+    session: Optional[SessionRef] = None
+    #: When the lease is revoked, its holder asked to let go
+    #: (:meth:`fence.Client.ask_to_release`); None if nobody asked.
+    revoke_at: Optional[_dt.datetime] = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "LockInfo":
@@ -210,6 +230,10 @@ class LockInfo:
             token=d["token"],
             expires_at=parse_time(d["expires_at"]),
             waiters=d.get("waiters", 0),
+            shared=d.get("mode") == "shared",
+            holders=tuple(d.get("holders") or ()),
+            session=_opt_session(d.get("session")),
+            revoke_at=_opt_time(d.get("revoke_at")),
         )
 
 

@@ -41,7 +41,8 @@ class Event:
     not apply to the type are None. ``id`` is the event's stream ID
     (``<stream>-<seq>``), ``time`` when the server made the change, ``data``
     the whole decoded JSON object (members this client does not know
-    included)."""
+    included). ``shared`` is True for the event of a shared hold (its
+    ``holder`` is one of the group, its ``token`` the group's)."""
 
     type: str
     resource: str = ""
@@ -56,6 +57,10 @@ class Event:
     id: str = ""
     detail: Optional[str] = None
     data: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: True for a shared hold's event (``"mode": "shared"``): granted,
+    #: renewed, released, expired, and the revoked event of each holder of a
+    #: revoked group.
+    shared: bool = False
 
 
 def _member(d: Mapping[str, Any], name: str, kind: type) -> Any:
@@ -107,6 +112,7 @@ def decode_event(ev: SSEEvent) -> Event:
         id=ev.id,
         detail=_member(d, "detail", str),
         data=d,
+        shared=_member(d, "mode", str) == "shared",
     )
 
 

@@ -60,6 +60,47 @@ class ListTest(unittest.TestCase):
         free = c.status("never-held")
         self.assertEqual((free.held, free.holder, free.token, free.last_token), (False, None, None, 0))
 
+    def test_shared_session_and_asked(self) -> None:
+        # A shared group, a lease in a session and a lease asked to let go:
+        # the listing and the status show each as such.
+        c = self.client
+        g = c.acquire_raw("meta/shared", "rb", ttl=60, shared=True)
+        c.acquire_raw("meta/shared", "ra", ttl=60, shared=True)
+        self.addCleanup(c.release, "meta/shared", g.token, holder="rb")
+        self.addCleanup(c.release, "meta/shared", g.token, holder="ra")
+        keep = c.acquire_raw(fence.session_resource("meta"), "s", ttl=60)
+        self.addCleanup(c.release, keep.resource, keep.token)
+        ref = fence.SessionRef(keep.resource, keep.token)
+        inside = c.acquire_raw("meta/in", "s", session=keep)
+        mine = c.acquire_raw("meta/mine", "h", ttl=60)
+        self.addCleanup(c.release, "meta/mine", mine.token)
+        asked = c.ask_to_release("meta/mine", 60)
+        assert asked is not None
+
+        by = {l.resource: l for l in c.locks(prefix="meta/")}
+        self.assertEqual(sorted(by), ["meta/in", "meta/mine", "meta/shared"])
+        sh = by["meta/shared"]
+        self.assertTrue(sh.shared)
+        self.assertEqual((sh.holder, sh.holders, sh.token), ("", ("ra", "rb"), g.token))
+        self.assertIsNone(sh.session)
+        self.assertIsNone(sh.revoke_at)
+        self.assertEqual((by["meta/in"].session, by["meta/in"].token), (ref, inside.token))
+        self.assertFalse(by["meta/in"].shared)
+        self.assertEqual(by["meta/in"].holders, ())
+        self.assertIsNone(by["meta/in"].revoke_at)
+        self.assertEqual(by["meta/mine"].revoke_at, asked.revoke_at)
+        self.assertIsNone(by["meta/mine"].session)
+        plain = c.list_locks(prefix="ls/a", limit=1).locks[0]
+        self.assertEqual((plain.shared, plain.holders, plain.session, plain.revoke_at), (False, (), None, None))
+
+        st = c.status("meta/shared")
+        self.assertEqual((st.shared, st.holders, st.holder, st.session), (True, ("ra", "rb"), None, None))
+        st = c.status("meta/in")
+        self.assertEqual((st.holder, st.session, st.shared, st.revoke_at), ("s", ref, False, None))
+        st = c.status("meta/mine")
+        self.assertEqual((st.holder, st.revoke_at, st.session), ("h", asked.revoke_at, None))
+        self.assertIsNone(c.status("never-held").session)
+
     def test_cluster_and_keys(self) -> None:
         cl = self.client.cluster()
         self.assertEqual((cl.role, cl.epoch, cl.store), ("leader", 1, "embedded"))

@@ -112,6 +112,25 @@ class WatchTest(unittest.TestCase):
         self.assertEqual(col.watch.last_event_id, evs[-1].id)
         self.assertIsNone(col.quiet(0.3))
 
+    def test_shared_events(self) -> None:
+        # The events of a shared hold say so; an exclusive lease's do not.
+        c = self.client
+        col = self.collect(c.watch(prefix="w-sh/"))
+        g = c.acquire_raw("w-sh/a", "ra", ttl=5, shared=True)
+        c.renew("w-sh/a", g.token, holder="ra")
+        c.release("w-sh/a", g.token, holder="ra")
+        x = c.acquire_raw("w-sh/a", "w", ttl=5)
+        c.release("w-sh/a", x.token)
+        evs: List[fence.Event] = []
+        while not (evs and evs[-1].type == "released" and evs[-1].holder == "w"):
+            ev = col.next()
+            if ev.type != "fence_raised":
+                evs.append(ev)
+        self.assertEqual([e.type for e in evs], ["granted", "renewed", "released", "granted", "released"])
+        self.assertEqual([e.shared for e in evs], [True, True, True, False, False])
+        self.assertEqual((evs[0].holder, evs[0].token), ("ra", g.token))
+        self.assertEqual(evs[0].data["mode"], "shared")
+
     def test_disconnect_and_restart(self) -> None:
         host, port = self.server.hostport.rsplit(":", 1)
         proxy = Proxy((host, int(port)))
