@@ -129,6 +129,8 @@ export interface LockStatus {
   holders?: string[];
   /** When the lease is revoked, its holder asked to let go; undefined if nobody asked. */
   revokeAt?: Date;
+  /** The session the held lease is in; undefined for a lease of its own, or while free. */
+  session?: SessionRef;
 }
 
 /** The answer to askToRelease of a held resource: the lease asked to let go, revoked at revokeAt unless released first. */
@@ -149,6 +151,17 @@ export interface ListedLock {
   expiresAt: Date;
   /** The acquires waiting for it. */
   waiters: number;
+  /**
+   * True for a shared group: holders names its holders (byte order), token
+   * is the group's and holder is "". Undefined for an exclusive lease.
+   */
+  shared?: boolean;
+  /** The shared group's holders, in byte order; undefined for an exclusive lease. */
+  holders?: string[];
+  /** The session the lease is in; undefined for a lease of its own. */
+  session?: SessionRef;
+  /** When the lease is revoked, its holder asked to let go (Client.askToRelease); undefined if nobody asked. */
+  revokeAt?: Date;
 }
 
 /** One page of GET /v1/locks. */
@@ -337,6 +350,19 @@ const dateOf = (o: Record<string, JSONValue>, k: string, what: string): Date => 
   return d;
 };
 
+/** The session of an answer's session member; undefined if it is absent. */
+function sessionOf(o: Record<string, JSONValue>, what: string): SessionRef | undefined {
+  const s = o.session;
+  if (s === undefined || s === null) return undefined;
+  if (typeof s !== "object" || Array.isArray(s)) throw new ProtocolError(`fence: ${what}: member session is not an object`);
+  return { resource: strOf(s, "resource", what), token: bigOf(s, "token", what) };
+}
+
+/** The holders of a shared group, from an answer's holders member (its strings; [] if none). */
+function holdersOf(o: Record<string, JSONValue>): string[] {
+  return Array.isArray(o.holders) ? o.holders.filter((h): h is string => typeof h === "string") : [];
+}
+
 function leaseOf(o: Record<string, JSONValue>, what: string): LeaseInfo {
   const l: LeaseInfo = {
     resource: strOf(o, "resource", what),
@@ -355,11 +381,8 @@ function leaseOf(o: Record<string, JSONValue>, what: string): LeaseInfo {
       return { resource: strOf(a, "resource", what), token: bigOf(a, "token", what), revokeAt: dateOf(a, "revoke_at", what) };
     });
   }
-  const s = o.session;
-  if (s !== undefined && s !== null) {
-    if (typeof s !== "object" || Array.isArray(s)) throw new ProtocolError(`fence: ${what}: member session is not an object`);
-    l.session = { resource: strOf(s, "resource", what), token: bigOf(s, "token", what) };
-  }
+  const session = sessionOf(o, what);
+  if (session !== undefined) l.session = session;
   return l;
 }
 
@@ -671,13 +694,15 @@ export class Client {
     if (st.held) {
       if (o.mode === "shared") {
         st.shared = true;
-        st.holders = Array.isArray(o.holders) ? o.holders.filter((h): h is string => typeof h === "string") : [];
+        st.holders = holdersOf(o);
       } else {
         st.holder = strOf(o, "holder", what);
       }
       st.token = bigOf(o, "token", what);
       st.expiresAt = dateOf(o, "expires_at", what);
       if (typeof o.revoke_at === "string") st.revokeAt = dateOf(o, "revoke_at", what);
+      const session = sessionOf(o, what);
+      if (session !== undefined) st.session = session;
     }
     return st;
   }
@@ -729,13 +754,21 @@ export class Client {
     if (!Array.isArray(o.locks)) throw new ProtocolError(`fence: ${what}: no locks array`);
     const locks = o.locks.map((l): ListedLock => {
       if (l === null || typeof l !== "object" || Array.isArray(l)) throw new ProtocolError(`fence: ${what}: a lock is not an object`);
-      return {
+      const lock: ListedLock = {
         resource: strOf(l, "resource", what),
         holder: strOf(l, "holder", what),
         token: bigOf(l, "token", what),
         expiresAt: dateOf(l, "expires_at", what),
         waiters: typeof l.waiters === "number" ? l.waiters : 0,
       };
+      if (l.mode === "shared") {
+        lock.shared = true;
+        lock.holders = holdersOf(l);
+      }
+      const session = sessionOf(l, what);
+      if (session !== undefined) lock.session = session;
+      if (typeof l.revoke_at === "string") lock.revokeAt = dateOf(l, "revoke_at", what);
+      return lock;
     });
     const page: ListPage = { locks };
     if (typeof o.next === "string" && o.next !== "") page.next = o.next;

@@ -48,6 +48,13 @@ export interface WatchEvent {
   expiresAt?: Date;
   /** lost: why the server could not resume. */
   detail?: string;
+  /**
+   * True for a shared hold's event ("mode": "shared": granted, renewed,
+   * released, expired, and the revoked event of each holder of a revoked
+   * group): holder is one of the group, token the group's. Undefined for an
+   * exclusive lease's.
+   */
+  shared?: boolean;
   /** The event's data as the server sent it, tokens as bigint. */
   data: Record<string, JSONValue>;
 }
@@ -105,6 +112,7 @@ export function toWatchEvent(type: string, data: string, id: string): WatchEvent
   put("op", s("op"));
   put("expiresAt", date(v.expires_at));
   put("detail", s("detail"));
+  if (s("mode") === "shared") ev.shared = true;
   return ev;
 }
 

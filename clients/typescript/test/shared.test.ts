@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
-import { BadRequestError, Client, FencedError, LeaseLostError, LockHeldError } from "../src/index.js";
+import { BadRequestError, Client, FencedError, LeaseLostError, LockHeldError, sessionResource, type ListedLock } from "../src/index.js";
 import { sleep, startServer, type Server } from "./helpers.js";
 
 let srv: Server;
@@ -86,6 +86,61 @@ describe("shared holds", () => {
     } finally {
       await other.release();
       await c.close();
+    }
+  });
+});
+
+describe("listing and status", () => {
+
+  it("show a shared group, a lease in a session and a lease asked to let go", async () => {
+    const g = await client.acquireOnce("ts-meta/shared", { holder: "rb", ttlMs: 60_000, shared: true });
+    await client.acquireOnce("ts-meta/shared", { holder: "ra", ttlMs: 60_000, shared: true });
+    const keep = await client.acquireOnce(sessionResource("ts-meta"), { holder: "s", ttlMs: 60_000 });
+    const inside = await client.acquireOnce("ts-meta/in", { holder: "s", session: keep });
+    const mine = await client.acquireOnce("ts-meta/mine", { holder: "h", ttlMs: 60_000 });
+    const plain = await client.acquireOnce("ts-meta/plain", { holder: "p", ttlMs: 60_000 });
+    try {
+      const asked = await client.askToRelease("ts-meta/mine", 60_000);
+      assert.ok(asked);
+      const ref = { resource: keep.resource, token: keep.token };
+      const by = new Map<string, ListedLock>();
+      for await (const l of client.list({ prefix: "ts-meta/" })) by.set(l.resource, l);
+      assert.deepEqual([...by.keys()], ["ts-meta/in", "ts-meta/mine", "ts-meta/plain", "ts-meta/shared"]);
+      const sh = by.get("ts-meta/shared")!;
+      assert.equal(sh.shared, true);
+      assert.deepEqual(sh.holders, ["ra", "rb"]);
+      assert.equal(sh.holder, "");
+      assert.equal(sh.token, g.token);
+      assert.equal(sh.session, undefined);
+      assert.equal(sh.revokeAt, undefined);
+      const inl = by.get("ts-meta/in")!;
+      assert.deepEqual(inl.session, ref);
+      assert.equal(inl.token, inside.token);
+      assert.equal(inl.shared, undefined);
+      assert.equal(inl.holders, undefined);
+      assert.equal(inl.revokeAt, undefined);
+      const ml = by.get("ts-meta/mine")!;
+      assert.equal(ml.revokeAt?.getTime(), asked.revokeAt.getTime());
+      assert.equal(ml.session, undefined);
+      const pl = by.get("ts-meta/plain")!;
+      assert.deepEqual([pl.holder, pl.token, pl.shared, pl.holders, pl.session, pl.revokeAt], ["p", plain.token, undefined, undefined, undefined, undefined]);
+
+      const sst = await client.status("ts-meta/shared");
+      assert.deepEqual([sst.shared, sst.holders, sst.holder, sst.session], [true, ["ra", "rb"], undefined, undefined]);
+      const ist = await client.status("ts-meta/in");
+      assert.equal(ist.holder, "s");
+      assert.deepEqual(ist.session, ref);
+      assert.equal(ist.revokeAt, undefined);
+      const mst = await client.status("ts-meta/mine");
+      assert.equal(mst.revokeAt?.getTime(), asked.revokeAt.getTime());
+      assert.equal(mst.session, undefined);
+      assert.equal((await client.status("ts-meta/never")).session, undefined);
+    } finally {
+      await client.release("ts-meta/shared", g.token, { holder: "ra" });
+      await client.release("ts-meta/shared", g.token, { holder: "rb" });
+      await client.release(keep.resource, keep.token);
+      await client.release("ts-meta/mine", mine.token);
+      await client.release("ts-meta/plain", plain.token);
     }
   });
 });

@@ -206,4 +206,29 @@ describe("watching", () => {
     setTimeout(() => ac.abort(), 100);
     assert.deepEqual(await w3.next(), { done: true, value: undefined });
   });
+
+  test("the events of a shared hold say so; an exclusive lease's do not", async () => {
+    const res = name("w-sh");
+    const w = client.watch({ prefix: res });
+    try {
+      await w.start();
+      const g = await client.acquireOnce(res, { holder: "ra", ttlMs: 5000, shared: true });
+      await client.renew(res, g.token, { holder: "ra" });
+      await client.release(res, g.token, { holder: "ra" });
+      const x = await client.acquireOnce(res, { holder: "w", ttlMs: 5000 });
+      await client.release(res, x.token);
+      const evs = await take(w, 5, (e) => e.type !== "fence_raised");
+      assert.deepEqual(evs.map((e) => [e.type, e.holder, e.shared]), [
+        ["granted", "ra", true],
+        ["renewed", "ra", true],
+        ["released", "ra", true],
+        ["granted", "w", undefined],
+        ["released", "w", undefined],
+      ]);
+      assert.equal(evs[0].token, g.token);
+      assert.equal(evs[0].data.mode, "shared");
+    } finally {
+      w.close();
+    }
+  });
 });
