@@ -12,8 +12,9 @@ import (
 // case, and on an endpoint that drops the conditional headers (the
 // negative control), which fails, named, and is refused by the guard.
 func TestCheck(t *testing.T) {
-	api, bucket := newBucket(t)
+	api, bucket, prefix := newBucket(t)
 	g := s3guard.NewGuard(api, bucket)
+	g.Prefix = prefix
 	rep, err := g.Check(t.Context())
 	if err != nil {
 		t.Fatalf("Check on SeaweedFS: %v", err)
@@ -24,6 +25,7 @@ func TestCheck(t *testing.T) {
 	t.Logf("the check took %s", rep.Took)
 
 	dropped := s3guard.NewGuard(headerDropper(t), bucket)
+	dropped.Prefix = prefix
 	rep, err = dropped.Check(t.Context())
 	if !errors.Is(err, s3guard.ErrEndpoint) {
 		t.Fatalf("Check on an endpoint that drops If-Match and If-None-Match: %v, want ErrEndpoint", err)

@@ -35,6 +35,10 @@ const (
 	DeletedMetadata = "fence-deleted"
 )
 
+// deleteTimeout bounds the best-effort deletes of objects the guard no
+// longer needs.
+const deleteTimeout = 10 * time.Second
+
 // ErrContended means that other writers changed the object every time the
 // guard read it and tried its conditional write, MaxAttempts times: nothing
 // was applied. Retry later.

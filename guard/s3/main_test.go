@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -59,20 +60,27 @@ func newClient(endpoint string) *s3.Client {
 	})
 }
 
-// newBucket creates a bucket of its own for one test, and returns a client
-// and its name. It skips the test when SeaweedFS cannot be built (no go
+// bucket is the one bucket of the tests, created on first use: SeaweedFS
+// gives each bucket volumes of its own, of which the test server has few.
+const bucket = "fence-test"
+
+var bucketOnce sync.Once
+var bucketErr error
+
+// newBucket returns a client, the tests' bucket and a key prefix of the
+// test's own in it. It skips the test when SeaweedFS cannot be built (no go
 // command), unless FENCE_REQUIRE_SERVERS=1, and fails it when the server
 // did not start.
-func newBucket(tb testing.TB) (*s3.Client, string) {
+func newBucket(tb testing.TB) (api *s3.Client, name, prefix string) {
 	tb.Helper()
 	if noServer != nil {
 		testserver.Require(tb, noServer)
 	}
-	name := fmt.Sprintf("fence-test-%d", bucketN.Add(1))
-	if err := server.CreateBucket(name); err != nil {
-		tb.Fatal(err)
+	bucketOnce.Do(func() { bucketErr = server.CreateBucket(bucket) })
+	if bucketErr != nil {
+		tb.Fatal(bucketErr)
 	}
-	return newClient(server.S3), name
+	return newClient(server.S3), bucket, fmt.Sprintf("t%d/", bucketN.Add(1))
 }
 
 // headerDropper is an S3 endpoint that forwards to SeaweedFS without the

@@ -1,0 +1,300 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fence-lock/fence"
+)
+
+// MaxChanges is the most changes one Write takes.
+const MaxChanges = 1000
+
+// MaxManifestSize bounds a manifest the guard reads: 16 MiB.
+const MaxManifestSize = 16 << 20
+
+// A Change is one change of a Write: Value stored under Key, or, with
+// Delete, Key removed.
+type Change struct {
+	Key    string
+	Value  []byte
+	Delete bool
+}
+
+// manifest is the object that commits a resource's data: the resource's
+// fence, and the data object that holds each key's value.
+type manifest struct {
+	Fence   fence.Token       `json:"fence"`
+	Commit  string            `json:"commit"`  // the nonce of the write that made it
+	Objects map[string]string `json:"objects"` // key -> data object key
+}
+
+// manifestKey is the key of resource's manifest.
+func (g *Guard) manifestKey(resource string) string {
+	return g.Prefix + "manifests/" + escape(resource)
+}
+
+// dataKey is a new data object key for key of resource, written with token:
+// no other write makes the same one.
+func (g *Guard) dataKey(resource, key string, token fence.Token) string {
+	return g.Prefix + "data/" + escape(resource) + "/" + escape(key) + "/" + tokenString(token) + "-" + nonce()
+}
+
+// readManifest returns resource's manifest and its ETag; a zero manifest
+// and "" if there is none.
+func (g *Guard) readManifest(ctx context.Context, resource string) (manifest, string, error) {
+	out, err := g.api.GetObject(ctx, &s3.GetObjectInput{Bucket: g.bucket(), Key: aws.String(g.manifestKey(resource))})
+	if err != nil {
+		if notFound(err) {
+			return manifest{}, "", nil
+		}
+		return manifest{}, "", fmt.Errorf("reading the manifest: %w", err)
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(out.Body, MaxManifestSize+1))
+	if err != nil {
+		return manifest{}, "", fmt.Errorf("reading the manifest: %w", err)
+	}
+	if len(b) > MaxManifestSize {
+		return manifest{}, "", fmt.Errorf("the manifest %s is over %d bytes", g.manifestKey(resource), MaxManifestSize)
+	}
+	var m manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return manifest{}, "", fmt.Errorf("the manifest %s is not one: %w", g.manifestKey(resource), err)
+	}
+	if m.Fence != 0 && !m.Fence.Valid() {
+		return manifest{}, "", fmt.Errorf("the manifest %s has fence %d, not a token", g.manifestKey(resource), uint64(m.Fence))
+	}
+	etag := aws.ToString(out.ETag)
+	if etag == "" {
+		return manifest{}, "", fmt.Errorf("the manifest %s was read without an ETag", g.manifestKey(resource))
+	}
+	return m, etag, nil
+}
+
+// casManifest writes m as resource's manifest if its ETag is still etag
+// ("": if there is none): nil if it was written.
+func (g *Guard) casManifest(ctx context.Context, resource string, m manifest, etag string) error {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	in := &s3.PutObjectInput{Bucket: g.bucket(), Key: aws.String(g.manifestKey(resource)), Body: bytes.NewReader(body),
+		ContentType: aws.String("application/json"), Metadata: map[string]string{FenceMetadata: tokenString(m.Fence)}}
+	if etag == "" {
+		in.IfNoneMatch = aws.String("*")
+	} else {
+		in.IfMatch = aws.String(etag)
+	}
+	_, err = g.api.PutObject(ctx, in)
+	return err
+}
+
+// Write applies changes to resource's keys in one commit, if token >= the
+// resource's fence, and raises the fence to token: the new values go to new
+// immutable data objects (If-None-Match: *, keys no one else makes), and
+// then one conditional write of the resource's manifest (If-Match of the
+// ETag it read, or If-None-Match: * for the first) commits them with the
+// fence. A writer that changed the manifest in between makes it read again,
+// check the fence again and retry, up to MaxAttempts; then ErrContended,
+// nothing committed. A stale token gets *fence.FencedError, nothing
+// committed. Data objects that were not committed, and those a commit
+// replaced, are deleted, best effort. Readers (Read) see all of the changes
+// or none. See Guard for the other errors.
+func (g *Guard) Write(ctx context.Context, resource string, token fence.Token, changes ...Change) error {
+	return g.Rejections.Observe(ctx, "write", resource, token, g.write(ctx, "write", resource, token, changes))
+}
+
+// Claim raises resource's fence to token without changing its keys, as a
+// lock grant does, so that holders of lower tokens are refused from now on:
+// a Write with no change. It returns nil if token >= the fence (an equal
+// token is a retry), and *fence.FencedError otherwise.
+func (g *Guard) Claim(ctx context.Context, resource string, token fence.Token) error {
+	return g.Rejections.Observe(ctx, "claim", resource, token, g.write(ctx, "claim", resource, token, nil))
+}
+
+func (g *Guard) write(ctx context.Context, op, resource string, token fence.Token, changes []Change) error {
+	if err := g.validate(ctx, resource, token); err != nil {
+		return fmt.Errorf("s3: %s %q: %w", op, resource, err)
+	}
+	if err := validateChanges(changes); err != nil {
+		return fmt.Errorf("s3: %s %q: %w", op, resource, err)
+	}
+	if err := g.trust(ctx); err != nil {
+		return fmt.Errorf("s3: %s %q: %w", op, resource, err)
+	}
+	unfenced := token == 0
+	m, etag, err := g.readManifest(ctx, resource)
+	if err != nil {
+		return fmt.Errorf("s3: %s %q: %w", op, resource, err)
+	}
+	if !unfenced && token < m.Fence {
+		return &fence.FencedError{Resource: resource, Presented: token, LastFence: m.Fence}
+	}
+	// The values, each in a data object of its own, before the commit.
+	data := make(map[string]string) // key -> its new data object
+	uncommitted := func() {
+		for _, k := range data {
+			g.deleteQuietly(k)
+		}
+	}
+	for _, c := range changes {
+		if c.Delete {
+			continue
+		}
+		k := g.dataKey(resource, c.Key, token)
+		if _, err := g.api.PutObject(ctx, &s3.PutObjectInput{Bucket: g.bucket(), Key: aws.String(k), Body: bytes.NewReader(c.Value),
+			IfNoneMatch: aws.String("*"), Metadata: map[string]string{FenceMetadata: tokenString(token)}}); err != nil {
+			data[c.Key] = k // perhaps written: deleted too
+			uncommitted()
+			return fmt.Errorf("s3: %s %q: writing the value of %q: %w", op, resource, c.Key, err)
+		}
+		data[c.Key] = k
+	}
+	commit := nonce()
+	for attempt := 1; ; attempt++ {
+		next := manifest{Fence: max(m.Fence, token), Commit: commit, Objects: maps.Clone(m.Objects)}
+		if next.Objects == nil {
+			next.Objects = make(map[string]string)
+		}
+		var replaced []string
+		for _, c := range changes {
+			if old, ok := next.Objects[c.Key]; ok {
+				replaced = append(replaced, old)
+			}
+			if c.Delete {
+				delete(next.Objects, c.Key)
+			} else {
+				next.Objects[c.Key] = data[c.Key]
+			}
+		}
+		err := g.casManifest(ctx, resource, next, etag)
+		if err == nil {
+			for _, k := range replaced {
+				g.deleteQuietly(k)
+			}
+			return nil
+		}
+		if !conditionFailed(err) && !(etag != "" && notFound(err)) {
+			if status(err) != 0 {
+				uncommitted()
+			}
+			// Without an answer the commit may have landed: the data
+			// objects stay, in case it did.
+			return fmt.Errorf("s3: %s %q: committing: %w", op, resource, err)
+		}
+		// Another writer changed the manifest first: read it again.
+		if attempt >= g.maxAttempts() || !backoff(ctx, attempt) {
+			uncommitted()
+			return fmt.Errorf("s3: %s %q: %w (%d attempts)", op, resource, ErrContended, attempt)
+		}
+		if m, etag, err = g.readManifest(ctx, resource); err != nil {
+			uncommitted()
+			return fmt.Errorf("s3: %s %q: %w", op, resource, err)
+		}
+		if m.Commit == commit {
+			// Ours: an attempt the SDK sent again after a lost answer
+			// had landed, and the retry found the ETag changed by it.
+			return nil
+		}
+		if !unfenced && token < m.Fence {
+			uncommitted()
+			return &fence.FencedError{Resource: resource, Presented: token, LastFence: m.Fence}
+		}
+	}
+}
+
+// validateChanges checks the changes of a Write.
+func validateChanges(changes []Change) error {
+	if len(changes) > MaxChanges {
+		return fmt.Errorf("%w: %d changes, more than %d", fence.ErrBadRequest, len(changes), MaxChanges)
+	}
+	seen := make(map[string]bool, len(changes))
+	for _, c := range changes {
+		if err := fence.ValidateKey(c.Key); err != nil {
+			return err
+		}
+		if seen[c.Key] {
+			return fmt.Errorf("%w: key %q changed twice in one write", fence.ErrBadRequest, c.Key)
+		}
+		seen[c.Key] = true
+		if c.Delete && c.Value != nil {
+			return fmt.Errorf("%w: key %q: a delete has no value", fence.ErrBadRequest, c.Key)
+		}
+	}
+	return nil
+}
+
+// deleteQuietly deletes an object the guard no longer needs (a data object
+// not committed, or replaced), best effort, with a context of its own: a
+// leftover costs only storage.
+func (g *Guard) deleteQuietly(key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
+	defer cancel()
+	_, _ = g.api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: g.bucket(), Key: aws.String(key)})
+}
+
+// Read returns the value of key in resource as the last commit left it,
+// and whether it is there. A value replaced (and its data object deleted)
+// between the reads of the manifest and of the data is read again from
+// the new manifest.
+func (g *Guard) Read(ctx context.Context, resource, key string) ([]byte, bool, error) {
+	if err := fence.ValidateResource(resource); err != nil {
+		return nil, false, fmt.Errorf("s3: read %q: %w", resource, err)
+	}
+	for attempt := 1; ; attempt++ {
+		m, _, err := g.readManifest(ctx, resource)
+		if err != nil {
+			return nil, false, fmt.Errorf("s3: read %q: %w", resource, err)
+		}
+		k, ok := m.Objects[key]
+		if !ok {
+			return nil, false, nil
+		}
+		out, err := g.api.GetObject(ctx, &s3.GetObjectInput{Bucket: g.bucket(), Key: aws.String(k)})
+		if err == nil {
+			b, err := io.ReadAll(out.Body)
+			out.Body.Close()
+			if err != nil {
+				return nil, false, fmt.Errorf("s3: read %q %q: %w", resource, key, err)
+			}
+			return b, true, nil
+		}
+		if !notFound(err) || attempt >= g.maxAttempts() {
+			return nil, false, fmt.Errorf("s3: read %q %q: %w", resource, key, err)
+		}
+	}
+}
+
+// List returns the keys of resource, in byte order.
+func (g *Guard) List(ctx context.Context, resource string) ([]string, error) {
+	if err := fence.ValidateResource(resource); err != nil {
+		return nil, fmt.Errorf("s3: list: %w", err)
+	}
+	m, _, err := g.readManifest(ctx, resource)
+	if err != nil {
+		return nil, fmt.Errorf("s3: list %q: %w", resource, err)
+	}
+	return slices.Sorted(maps.Keys(m.Objects)), nil
+}
+
+// Fence returns resource's fence (of Write and Claim), 0 if it was never
+// fenced.
+func (g *Guard) Fence(ctx context.Context, resource string) (fence.Token, error) {
+	if err := fence.ValidateResource(resource); err != nil {
+		return 0, fmt.Errorf("s3: fence: %w", err)
+	}
+	m, _, err := g.readManifest(ctx, resource)
+	if err != nil {
+		return 0, fmt.Errorf("s3: fence %q: %w", resource, err)
+	}
+	return m.Fence, nil
+}
