@@ -10,8 +10,8 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/fencetest"
-	s3guard "github.com/fence-lock/fence/guard/s3"
 	"github.com/fence-lock/fence/guard/reject"
+	s3guard "github.com/fence-lock/fence/guard/s3"
 )
 
 // newGuard returns a guard on a bucket of its own, that trusts the
