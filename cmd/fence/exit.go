@@ -10,7 +10,7 @@ const (
 	exitLeaseLost = 4   // fence lock: the lease was lost while the command ran; it was stopped
 	exitFenced    = 5   // a write was rejected: fenced or token_not_issued
 	exitRejected  = 6   // another rejection: lease_lost, precondition_failed, not_found, bad_request, ...
-	exitViolation = 7   // fence chaos: the checker found violations
+	exitViolation = 7   // fence chaos: the checker found violations; fence guard-check: the endpoint failed a case
 	exitNoBite    = 8   // fence chaos: no fault did anything the checker could catch
 	exitSignal    = 128 // fence lock: 128+N when the command was killed by signal N
 )
@@ -23,7 +23,7 @@ const exitCodesHelp = `Exit codes:
   4    fence lock: the lease was lost while the command ran, and the command was stopped
   5    write rejected: fenced (stale token) or token_not_issued
   6    other rejection: lease_lost, precondition_failed, not_found, bad_request, ...
-  7    fence chaos: the checker found violations
+  7    fence chaos: the checker found violations; fence guard-check: the endpoint failed a case
   8    fence chaos: no fault bit (no pause outlasted a TTL, no operation was cut short)
   128+N  fence lock: the command was killed by signal N
 `

@@ -69,6 +69,7 @@ func init() {
 		{"demo", command{summary: "show a stale holder fenced off, with and without fencing", run: demo}},
 		{"bench", command{summary: "measure a fence deployment under load", run: bench}},
 		{"chaos", command{summary: "inject faults (pauses, kill -9, network) and check that fencing held", run: chaosCmd}},
+		{"guard-check", command{summary: "check that an S3 endpoint's conditional writes can be trusted to fence", run: guardCheckCmd}},
 		{"chaos-worker", command{summary: "a client process of fence chaos", run: chaosWorkerCmd, hidden: true}},
 		{superviseName, command{summary: "the process between fence lock and its command", run: superviseCmd, hidden: true}},
 		{"version", command{summary: "print the version, commit, build date and Go version", run: versionCmd}},
