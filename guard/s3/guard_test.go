@@ -39,16 +39,17 @@ func (a guarded) Write(t *testing.T, resource string, token fence.Token, writes 
 	}) {
 		changes = append(changes, s3guard.Change{Key: k, Value: writes[k], Delete: writes[k] == nil})
 	}
-	return a.g.Write(t.Context(), resource, token, changes...)
+	_, err := a.g.Write(t.Context(), resource, token, changes...)
+	return err
 }
 
 func (a guarded) Read(t *testing.T, resource, key string) ([]byte, bool) {
 	t.Helper()
-	v, ok, err := a.g.Read(t.Context(), resource, key)
+	item, ok, err := a.g.Read(t.Context(), resource, key)
 	if err != nil {
 		t.Fatalf("Read(%q, %q): %v", resource, key, err)
 	}
-	return v, ok
+	return item.Value, ok
 }
 
 func (a guarded) Fence(t *testing.T, resource string) fence.Token {
@@ -88,7 +89,8 @@ func TestGuard_Sequencer(t *testing.T) {
 		if claim {
 			return g.Claim(ctx, resource, token)
 		}
-		return g.Write(ctx, resource, token, s3guard.Change{Key: "k", Value: []byte("v")})
+		_, err := g.Write(ctx, resource, token, s3guard.Change{Key: "k", Value: []byte("v")})
+		return err
 	}
 	has := func(resource string) bool { _, ok, _ := g.Read(t.Context(), resource, "k"); return ok }
 	fenceOf := func(resource string) fence.Token { return guarded{g}.Fence(t, resource) }
@@ -109,7 +111,7 @@ func TestGuard_StaleVsFresh(t *testing.T) {
 		wg.Go(func() {
 			for i := range 4 {
 				tok := fence.Token(1 + i*8 + w)
-				err := g.Write(ctx, "contended", tok, s3guard.Change{Key: "k", Value: []byte(fmt.Sprint(tok))})
+				_, err := g.Write(ctx, "contended", tok, s3guard.Change{Key: "k", Value: []byte(fmt.Sprint(tok))})
 				switch {
 				case err == nil:
 					mu.Lock()
@@ -134,9 +136,46 @@ func TestGuard_StaleVsFresh(t *testing.T) {
 	if f != top {
 		t.Fatalf("fence %d, want the highest accepted token %d", f, top)
 	}
-	v, _, err := g.Read(ctx, "contended", "k")
-	if err != nil || string(v) != fmt.Sprint(top) {
-		t.Fatalf("value %q, %v; want the highest accepted write's %d", v, err, top)
+	item, _, err := g.Read(ctx, "contended", "k")
+	if err != nil || string(item.Value) != fmt.Sprint(top) || item.Token != top {
+		t.Fatalf("value %q (token %d), %v; want the highest accepted write's %d", item.Value, item.Token, err, top)
 	}
 	t.Logf("%d of 32 writes accepted, fence %d", len(accepted), f)
+}
+
+// TestGuard_Revisions: each commit of a resource has the next revision,
+// which Read gives with the token of the commit that wrote the key; a
+// refused write takes none.
+func TestGuard_Revisions(t *testing.T) {
+	g := newGuard(t)
+	ctx := t.Context()
+	for i, tc := range []struct {
+		token   fence.Token
+		changes []s3guard.Change
+	}{
+		{3, []s3guard.Change{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("1")}}},
+		{4, []s3guard.Change{{Key: "a", Value: []byte("2")}}},
+		{4, nil},
+	} {
+		rev, err := g.Write(ctx, "r", tc.token, tc.changes...)
+		if err != nil || rev != uint64(i+1) {
+			t.Fatalf("write %d: rev %d, %v; want %d", i, rev, err, i+1)
+		}
+	}
+	if _, err := g.Write(ctx, "r", 2, s3guard.Change{Key: "a", Value: []byte("stale")}); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("a stale write: %v", err)
+	}
+	if rev, err := g.Write(ctx, "r", 5, s3guard.Change{Key: "b", Delete: true}); err != nil || rev != 4 {
+		t.Fatalf("a delete: rev %d, %v; want 4 (the refused write took none)", rev, err)
+	}
+	a, ok, err := g.Read(ctx, "r", "a")
+	if err != nil || !ok || string(a.Value) != "2" || a.Rev != 2 || a.Token != 4 {
+		t.Fatalf("Read(a)=%+v, %v, %v; want 2 at revision 2, token 4", a, ok, err)
+	}
+	if _, ok, err := g.Read(ctx, "r", "b"); ok || err != nil {
+		t.Fatalf("Read(b) after its delete: found %v, %v", ok, err)
+	}
+	if keys, err := g.List(ctx, "r"); err != nil || !slices.Equal(keys, []string{"a"}) {
+		t.Fatalf("List=%v, %v; want [a]", keys, err)
+	}
 }

@@ -30,11 +30,27 @@ type Change struct {
 }
 
 // manifest is the object that commits a resource's data: the resource's
-// fence, and the data object that holds each key's value.
+// fence and revision, and the data object that holds each key's value.
 type manifest struct {
-	Fence   fence.Token       `json:"fence"`
-	Commit  string            `json:"commit"`  // the nonce of the write that made it
-	Objects map[string]string `json:"objects"` // key -> data object key
+	Fence   fence.Token      `json:"fence"`
+	Rev     uint64           `json:"rev"`     // commits so far: 1 after the first
+	Commit  string           `json:"commit"`  // the nonce of the write that made it
+	Objects map[string]entry `json:"objects"` // by key
+}
+
+// entry is a key's value in a manifest: the data object that holds it, and
+// the commit that wrote it.
+type entry struct {
+	Object string      `json:"object"`
+	Rev    uint64      `json:"rev"`
+	Token  fence.Token `json:"token,omitempty"` // 0 for an unfenced write
+}
+
+// Item is a key's value as the last commit of its resource left it.
+type Item struct {
+	Value []byte
+	Rev   uint64      // the resource's revision of the commit that wrote it
+	Token fence.Token // that commit's token; 0 for an unfenced write
 }
 
 // manifestKey is the key of resource's manifest.
@@ -98,7 +114,9 @@ func (g *Guard) casManifest(ctx context.Context, resource string, m manifest, et
 	return err
 }
 
-// Write applies changes to resource's keys in one commit, if token >= the
+// Write applies changes to resource's keys in one commit, and returns the
+// resource's revision after it (1 for its first commit, one more for each),
+// if token >= the
 // resource's fence, and raises the fence to token: the new values go to new
 // immutable data objects (If-None-Match: *, keys no one else makes), and
 // then one conditional write of the resource's manifest (If-Match of the
@@ -109,8 +127,9 @@ func (g *Guard) casManifest(ctx context.Context, resource string, m manifest, et
 // committed. Data objects that were not committed, and those a commit
 // replaced, are deleted, best effort. Readers (Read) see all of the changes
 // or none. See Guard for the other errors.
-func (g *Guard) Write(ctx context.Context, resource string, token fence.Token, changes ...Change) error {
-	return g.Rejections.Observe(ctx, "write", resource, token, g.write(ctx, "write", resource, token, changes))
+func (g *Guard) Write(ctx context.Context, resource string, token fence.Token, changes ...Change) (rev uint64, err error) {
+	rev, err = g.write(ctx, "write", resource, token, changes)
+	return rev, g.Rejections.Observe(ctx, "write", resource, token, err)
 }
 
 // Claim raises resource's fence to token without changing its keys, as a
@@ -118,26 +137,27 @@ func (g *Guard) Write(ctx context.Context, resource string, token fence.Token, c
 // a Write with no change. It returns nil if token >= the fence (an equal
 // token is a retry), and *fence.FencedError otherwise.
 func (g *Guard) Claim(ctx context.Context, resource string, token fence.Token) error {
-	return g.Rejections.Observe(ctx, "claim", resource, token, g.write(ctx, "claim", resource, token, nil))
+	_, err := g.write(ctx, "claim", resource, token, nil)
+	return g.Rejections.Observe(ctx, "claim", resource, token, err)
 }
 
-func (g *Guard) write(ctx context.Context, op, resource string, token fence.Token, changes []Change) error {
+func (g *Guard) write(ctx context.Context, op, resource string, token fence.Token, changes []Change) (uint64, error) {
 	if err := g.validate(ctx, resource, token); err != nil {
-		return fmt.Errorf("s3: %s %q: %w", op, resource, err)
+		return 0, fmt.Errorf("s3: %s %q: %w", op, resource, err)
 	}
 	if err := validateChanges(changes); err != nil {
-		return fmt.Errorf("s3: %s %q: %w", op, resource, err)
+		return 0, fmt.Errorf("s3: %s %q: %w", op, resource, err)
 	}
 	if err := g.trust(ctx); err != nil {
-		return fmt.Errorf("s3: %s %q: %w", op, resource, err)
+		return 0, fmt.Errorf("s3: %s %q: %w", op, resource, err)
 	}
 	unfenced := token == 0
 	m, etag, err := g.readManifest(ctx, resource)
 	if err != nil {
-		return fmt.Errorf("s3: %s %q: %w", op, resource, err)
+		return 0, fmt.Errorf("s3: %s %q: %w", op, resource, err)
 	}
 	if !unfenced && token < m.Fence {
-		return &fence.FencedError{Resource: resource, Presented: token, LastFence: m.Fence}
+		return 0, &fence.FencedError{Resource: resource, Presented: token, LastFence: m.Fence}
 	}
 	// The values, each in a data object of its own, before the commit.
 	data := make(map[string]string) // key -> its new data object
@@ -155,25 +175,25 @@ func (g *Guard) write(ctx context.Context, op, resource string, token fence.Toke
 			IfNoneMatch: aws.String("*"), Metadata: map[string]string{FenceMetadata: tokenString(token)}}); err != nil {
 			data[c.Key] = k // perhaps written: deleted too
 			uncommitted()
-			return fmt.Errorf("s3: %s %q: writing the value of %q: %w", op, resource, c.Key, err)
+			return 0, fmt.Errorf("s3: %s %q: writing the value of %q: %w", op, resource, c.Key, err)
 		}
 		data[c.Key] = k
 	}
 	commit := nonce()
 	for attempt := 1; ; attempt++ {
-		next := manifest{Fence: max(m.Fence, token), Commit: commit, Objects: maps.Clone(m.Objects)}
+		next := manifest{Fence: max(m.Fence, token), Rev: m.Rev + 1, Commit: commit, Objects: maps.Clone(m.Objects)}
 		if next.Objects == nil {
-			next.Objects = make(map[string]string)
+			next.Objects = make(map[string]entry)
 		}
 		var replaced []string
 		for _, c := range changes {
 			if old, ok := next.Objects[c.Key]; ok {
-				replaced = append(replaced, old)
+				replaced = append(replaced, old.Object)
 			}
 			if c.Delete {
 				delete(next.Objects, c.Key)
 			} else {
-				next.Objects[c.Key] = data[c.Key]
+				next.Objects[c.Key] = entry{Object: data[c.Key], Rev: next.Rev, Token: token}
 			}
 		}
 		err := g.casManifest(ctx, resource, next, etag)
@@ -181,7 +201,7 @@ func (g *Guard) write(ctx context.Context, op, resource string, token fence.Toke
 			for _, k := range replaced {
 				g.deleteQuietly(k)
 			}
-			return nil
+			return next.Rev, nil
 		}
 		if !conditionFailed(err) && !(etag != "" && notFound(err)) {
 			if status(err) != 0 {
@@ -189,25 +209,25 @@ func (g *Guard) write(ctx context.Context, op, resource string, token fence.Toke
 			}
 			// Without an answer the commit may have landed: the data
 			// objects stay, in case it did.
-			return fmt.Errorf("s3: %s %q: committing: %w", op, resource, err)
+			return 0, fmt.Errorf("s3: %s %q: committing: %w", op, resource, err)
 		}
 		// Another writer changed the manifest first: read it again.
 		if attempt >= g.maxAttempts() || !backoff(ctx, attempt) {
 			uncommitted()
-			return fmt.Errorf("s3: %s %q: %w (%d attempts)", op, resource, ErrContended, attempt)
+			return 0, fmt.Errorf("s3: %s %q: %w (%d attempts)", op, resource, ErrContended, attempt)
 		}
 		if m, etag, err = g.readManifest(ctx, resource); err != nil {
 			uncommitted()
-			return fmt.Errorf("s3: %s %q: %w", op, resource, err)
+			return 0, fmt.Errorf("s3: %s %q: %w", op, resource, err)
 		}
 		if m.Commit == commit {
 			// Ours: an attempt the SDK sent again after a lost answer
 			// had landed, and the retry found the ETag changed by it.
-			return nil
+			return m.Rev, nil
 		}
 		if !unfenced && token < m.Fence {
 			uncommitted()
-			return &fence.FencedError{Resource: resource, Presented: token, LastFence: m.Fence}
+			return 0, &fence.FencedError{Resource: resource, Presented: token, LastFence: m.Fence}
 		}
 	}
 }
@@ -246,30 +266,30 @@ func (g *Guard) deleteQuietly(key string) {
 // and whether it is there. A value replaced (and its data object deleted)
 // between the reads of the manifest and of the data is read again from
 // the new manifest.
-func (g *Guard) Read(ctx context.Context, resource, key string) ([]byte, bool, error) {
+func (g *Guard) Read(ctx context.Context, resource, key string) (Item, bool, error) {
 	if err := fence.ValidateResource(resource); err != nil {
-		return nil, false, fmt.Errorf("s3: read %q: %w", resource, err)
+		return Item{}, false, fmt.Errorf("s3: read %q: %w", resource, err)
 	}
 	for attempt := 1; ; attempt++ {
 		m, _, err := g.readManifest(ctx, resource)
 		if err != nil {
-			return nil, false, fmt.Errorf("s3: read %q: %w", resource, err)
+			return Item{}, false, fmt.Errorf("s3: read %q: %w", resource, err)
 		}
-		k, ok := m.Objects[key]
+		e, ok := m.Objects[key]
 		if !ok {
-			return nil, false, nil
+			return Item{}, false, nil
 		}
-		out, err := g.api.GetObject(ctx, &s3.GetObjectInput{Bucket: g.bucket(), Key: aws.String(k)})
+		out, err := g.api.GetObject(ctx, &s3.GetObjectInput{Bucket: g.bucket(), Key: aws.String(e.Object)})
 		if err == nil {
 			b, err := io.ReadAll(out.Body)
 			out.Body.Close()
 			if err != nil {
-				return nil, false, fmt.Errorf("s3: read %q %q: %w", resource, key, err)
+				return Item{}, false, fmt.Errorf("s3: read %q %q: %w", resource, key, err)
 			}
-			return b, true, nil
+			return Item{Value: b, Rev: e.Rev, Token: e.Token}, true, nil
 		}
 		if !notFound(err) || attempt >= g.maxAttempts() {
-			return nil, false, fmt.Errorf("s3: read %q %q: %w", resource, key, err)
+			return Item{}, false, fmt.Errorf("s3: read %q %q: %w", resource, key, err)
 		}
 	}
 }

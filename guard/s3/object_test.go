@@ -143,7 +143,7 @@ func TestObject_Untrusted(t *testing.T) {
 			t.Fatalf("PutObject through an endpoint that drops the conditional headers: %v, want ErrEndpoint", err)
 		}
 	}
-	if err := g.Write(t.Context(), "r", 1, s3guard.Change{Key: "k", Value: []byte("v")}); !errors.Is(err, s3guard.ErrEndpoint) {
+	if _, err := g.Write(t.Context(), "r", 1, s3guard.Change{Key: "k", Value: []byte("v")}); !errors.Is(err, s3guard.ErrEndpoint) {
 		t.Fatalf("Write: %v, want ErrEndpoint", err)
 	}
 	if _, _, ok := getObject(t, g, "k"); ok {
