@@ -111,10 +111,17 @@ tokens, each write a transaction that checks and raises the fence and then
 writes (a transaction of two resources checks both). The run creates a fence
 table, a data table and a sequence of its own, fence_chaos_<random>_..., and
 drops them at the end; the clients reach the database through a proxy on
-loopback, which net acts on. The checkers judge that history the same way,
-except that a guard raises a fence only when it accepts a write, not when a
-token is granted: a stale holder may write until the newer one has. With
---unsafe the writes bypass the guard: the checker must report violations.
+loopback, which net acts on. With --guard
+'s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT' it tests the S3 guard
+instead: the run checks the endpoint's conditional writes first (as fence
+guard-check does) and refuses one that fails, then each write is a commit
+of a resource's manifest in that bucket, under PREFIX/fence-chaos-<random>/,
+which it leaves behind; S3 commits one resource at a time, so the cycles
+write one resource each (no --txn-percent, no multi workload). The checkers
+judge that history the same way, except that a guard raises a fence only
+when it accepts a write, not when a token is granted: a stale holder may
+write until the newer one has. With --unsafe the writes bypass the guard:
+the checker must report violations.
 
 --cluster etcd|postgres starts a cluster and tests it: the engine (3 etcd
 members, or a PostgreSQL primary with a synchronous standby, from Debian's
@@ -194,7 +201,7 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 		clients, resources, keys int
 	)
 	var faults faultsFlag
-	fs := newFlagSet("chaos", "fence chaos [--addr URL [--auth-token T] [--cacert F] | --cluster etcd|postgres [--unsafe-epoch]] [--guard POSTGRES-URL] [--duration D] [--fault-every D] [--clients N] [--resources M] [--seed S] [--faults KINDS] [--unsafe] [--history FILE] [--report FILE.html] [--progress MODE] [-o json]\n\n"+chaosHelp, chaosExamples, std.out)
+	fs := newFlagSet("chaos", "fence chaos [--addr URL [--auth-token T] [--cacert F] | --cluster etcd|postgres [--unsafe-epoch]] [--guard POSTGRES-URL|S3-LOCATION] [--duration D] [--fault-every D] [--clients N] [--resources M] [--seed S] [--faults KINDS] [--unsafe] [--history FILE] [--report FILE.html] [--progress MODE] [-o json]\n\n"+chaosHelp, chaosExamples, std.out)
 	fs.Var(cmdLineOnly{&addr}, "addr", "base `URL` of a fence server to test, http:// or https:// (default: an embedded one; FENCE_ADDR is not read)")
 	addAuthTokenFlag(fs, &ccfg)
 	addTLSClientFlags(fs, &ccfg)
@@ -210,7 +217,7 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	fs.StringVar(&cfg.Workload, "workload", chaos.WorkloadLock, "`kind` of holds: lock (each lease alone), session (each client keeps one session and takes every lease in it, so that a paused client's session and all its leases expire at once), semaphore (each cycle holds one of 2 permits of its resource and writes its slot's keys), shared (half the cycles hold their resource shared and write the client's own key; the others exclusively) or multi (each cycle takes two resources at once, all or nothing, and writes both in a txn)")
 	fs.DurationVar(&cfg.Think, "think", 25*time.Millisecond, "mean pause between a client's cycles; less load makes a shorter history to check")
 	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "storage on a store that does not check fences; with --guard, writes that bypass the guard (the checker must find violations)")
-	fs.StringVar(&cfg.Guard, "guard", "", "the clients write to the PostgreSQL database at this connection `URL` through fence's guard, with their leases' tokens, instead of to fence's storage (prefer FENCE_GUARD: flags show in ps)")
+	fs.StringVar(&cfg.Guard, "guard", "", "the clients write to the PostgreSQL database at this connection `URL`, or to the S3 bucket at this s3:// location, through fence's guard, with their leases' tokens, instead of to fence's storage (prefer FENCE_GUARD: flags show in ps)")
 	fs.StringVar(&cfg.Cluster, "cluster", "", "start a cluster and test it: `engine` etcd (3 members) or postgres (primary and synchronous standby), with 3 fence servers on it")
 	fs.DurationVar(&cfg.ElectionTTL, "election-ttl", 0, "with --cluster: the servers' --election-ttl (default theirs, 2s); leader-pause outlasts it")
 	fs.BoolVar(&cfg.UnsafeClock, "unsafe-clock", false, "with clock-skew: the servers time their leases by the wall clock that the fault skews, so that its step ahead ends leases early (the checker must find violations)")
@@ -312,7 +319,7 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	cfg.Progress, cfg.ProgressEvery = prog.run(cfg.Duration), prog.every
 	target := map[bool]string{true: ", UNSAFE storage"}[cfg.Unsafe]
 	if cfg.Guard != "" {
-		target = ", writes through the PostgreSQL guard" + map[bool]string{true: ", UNSAFE: bypassing it"}[cfg.Unsafe]
+		target = ", writes through the " + chaos.GuardStore(cfg.Guard) + " guard" + map[bool]string{true: ", UNSAFE: bypassing it"}[cfg.Unsafe]
 	}
 	if cfg.UnsafeJournal {
 		target += ", UNSAFE journal"

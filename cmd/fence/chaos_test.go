@@ -271,6 +271,59 @@ func TestChaos_GuardUnsafe(t *testing.T) {
 	}
 }
 
+// startS3Guard starts SeaweedFS with a bucket for a guard run, and returns
+// the run's --guard location.
+func startS3Guard(t *testing.T) string {
+	t.Helper()
+	s, err := testserver.StartSeaweedFS(testserver.TempDir(t))
+	testserver.Require(t, err)
+	t.Cleanup(func() { s.Close() })
+	if err := s.CreateBucket("chaos"); err != nil {
+		t.Fatal(err)
+	}
+	return "s3://chaos/runs?endpoint=" + s.S3
+}
+
+// TestChaos_GuardS3 runs the workload through the S3 guard against
+// SeaweedFS, under pauses, kills of the lock server and network faults on
+// the way to the endpoint: fencing must hold, and a paused holder's write
+// must be fenced by the guard. Its negative control, with --unsafe (the
+// writes skip the fence), must find the stale writes.
+func TestChaos_GuardS3(t *testing.T) {
+	guard := startS3Guard(t)
+	t.Setenv("FENCE_GUARD", guard)
+	var rep chaosResult
+	for _, dur := range []string{"12s", "24s", "48s"} {
+		var code int
+		rep, code, _ = runChaos(t, "--duration", dur, "--seed", "3", "--fault-every", "500ms", "--faults", "pause,kill,net")
+		if code != 0 || !rep.OK || !rep.Guard || rep.Violations != 0 || rep.LostAckedWrites != 0 {
+			t.Fatalf("%s: exit %d, report %+v; history %s", dur, code, rep, rep.History)
+		}
+		if rep.Faults["pause"] > 0 && rep.Faults["net"] > 0 && rep.Accepted > 0 && rep.PausesPastTTL > 0 && rep.Fenced > 0 {
+			break
+		}
+	}
+	t.Logf("%+v", rep)
+	if rep.Accepted == 0 || rep.PausesPastTTL == 0 || rep.Fenced == 0 {
+		t.Fatalf("the run proves nothing (nothing fenced by the guard): %+v", rep)
+	}
+
+	t.Run("Unsafe", func(t *testing.T) {
+		for _, dur := range []string{"8s", "16s", "32s"} {
+			var code int
+			rep, code, _ = runChaos(t, "--unsafe", "--duration", dur, "--seed", "2", "--faults", "pause", "--fault-every", "300ms")
+			if rep.StaleAttempts == 0 {
+				continue
+			}
+			if code != exitViolation || rep.Violations == 0 || rep.Checkers["stale-accepted"] == 0 {
+				t.Fatalf("exit %d, report %+v: want stale-accepted violations (exit %d)", code, rep, exitViolation)
+			}
+			return
+		}
+		t.Fatalf("no stale write was sent: %+v", rep)
+	})
+}
+
 // TestChaos_FaultEvery: a shorter gap makes more faults in the same time.
 // With a TTL of 100ms a net fault lasts 0.3 to 0.5 s.
 func TestChaos_FaultEvery(t *testing.T) {

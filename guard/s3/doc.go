@@ -42,11 +42,21 @@
 // is committed or none, and readers see all of it or none. Data objects not
 // committed (a stale token, a lost race) and those a commit replaced are
 // deleted, best effort; a reader that finds a replaced value gone reads the
-// new manifest. A commit the SDK sent again after a lost answer is
-// recognised as the guard's own by the nonce it carries. Cost: one GET of
+// new manifest. Cost: one GET of
 // the manifest, one PUT per value and one PUT of the manifest, and a
 // DELETE per value replaced. The guard never writes a separate fence object
 // and then the data unconditionally: that is a check-then-write race.
+//
+// # Lost answers
+//
+// The guard sends each conditional write once (the SDK's retries are off
+// for them): a write resent after a lost answer, whose first copy had
+// landed, would be refused by the ETag its own first copy changed, and the
+// guard would read again and apply it a second time, over whatever another
+// writer committed in between. So a write whose answer was lost (a
+// deadline, a reset connection, a 5xx) returns the error, and may or may
+// not have been applied, as with any store. Only a definite refusal (412,
+// 409) is read again and retried.
 //
 // # The endpoint must be checked
 //

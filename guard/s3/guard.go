@@ -179,6 +179,13 @@ func (g *Guard) validate(ctx context.Context, resource string, token fence.Token
 	return g.Keys.Check(ctx, resource, token)
 }
 
+// once sends a request once: the SDK does not send a conditional write
+// again after an answer was lost. A resent write whose first copy landed
+// would be refused by its own ETag, and the guard, reading again, would
+// apply it a second time over whatever another writer committed in between.
+// An error without an answer goes to the caller, the outcome unknown.
+func once(o *s3.Options) { o.RetryMaxAttempts = 1 }
+
 // status is the HTTP status of an endpoint's answer, 0 if err carries none
 // (a transport error: the request may or may not have been applied).
 func status(err error) int {

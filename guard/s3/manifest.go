@@ -34,7 +34,7 @@ type Change struct {
 type manifest struct {
 	Fence   fence.Token      `json:"fence"`
 	Rev     uint64           `json:"rev"`     // commits so far: 1 after the first
-	Commit  string           `json:"commit"`  // the nonce of the write that made it
+	Commit  string           `json:"commit"`  // the nonce of the write that made it, for whoever looks
 	Objects map[string]entry `json:"objects"` // by key
 }
 
@@ -110,7 +110,7 @@ func (g *Guard) casManifest(ctx context.Context, resource string, m manifest, et
 	} else {
 		in.IfMatch = aws.String(etag)
 	}
-	_, err = g.api.PutObject(ctx, in)
+	_, err = g.api.PutObject(ctx, in, once)
 	return err
 }
 
@@ -172,7 +172,7 @@ func (g *Guard) write(ctx context.Context, op, resource string, token fence.Toke
 		}
 		k := g.dataKey(resource, c.Key, token)
 		if _, err := g.api.PutObject(ctx, &s3.PutObjectInput{Bucket: g.bucket(), Key: aws.String(k), Body: bytes.NewReader(c.Value),
-			IfNoneMatch: aws.String("*"), Metadata: map[string]string{FenceMetadata: tokenString(token)}}); err != nil {
+			IfNoneMatch: aws.String("*"), Metadata: map[string]string{FenceMetadata: tokenString(token)}}, once); err != nil {
 			data[c.Key] = k // perhaps written: deleted too
 			uncommitted()
 			return 0, fmt.Errorf("s3: %s %q: writing the value of %q: %w", op, resource, c.Key, err)
@@ -219,11 +219,6 @@ func (g *Guard) write(ctx context.Context, op, resource string, token fence.Toke
 		if m, etag, err = g.readManifest(ctx, resource); err != nil {
 			uncommitted()
 			return 0, fmt.Errorf("s3: %s %q: %w", op, resource, err)
-		}
-		if m.Commit == commit {
-			// Ours: an attempt the SDK sent again after a lost answer
-			// had landed, and the retry found the ETag changed by it.
-			return m.Rev, nil
 		}
 		if !unfenced && token < m.Fence {
 			uncommitted()

@@ -116,7 +116,7 @@ func (g *Guard) putObject(ctx context.Context, op, key string, body []byte, toke
 		} else {
 			in.IfMatch = aws.String(st.etag)
 		}
-		_, err = g.api.PutObject(ctx, in)
+		_, err = g.api.PutObject(ctx, in, once)
 		if err == nil {
 			return nil
 		}

@@ -88,7 +88,7 @@ func (r *run) workerTargetArgs() []string {
 		}
 	}
 	if r.guard != nil {
-		args = append(args, "--guard-addr", r.guard.proxy.Addr(), "--guard-prefix", r.guard.prefix)
+		args = append(args, "--guard-addr", r.guard.addr(), "--guard-prefix", r.guard.prefix())
 		if r.cfg.Unsafe {
 			args = append(args, "--unsafe")
 		}

@@ -113,9 +113,16 @@ type Config struct {
 	// PostgreSQL guard (package postgres), with the tokens of the leases
 	// they take from fence, instead of to fence's storage: the run creates
 	// a fence table, a data table and a sequence of its own there, named
-	// fence_chaos_<random>_..., and drops them at the end. The clients
-	// reach the database through a proxy on loopback, which the net fault
-	// acts on. "" (the default): fence's storage.
+	// fence_chaos_<random>_..., and drops them at the end. An S3 location,
+	// s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT (package guard/s3's
+	// ParseLocation), makes them write to that bucket through the S3 guard,
+	// each resource a manifest of the guard's, under PREFIX/fence-chaos-
+	// <random>/, which the run leaves behind; the run checks the endpoint
+	// first (Check), and its cycles write one resource each (S3 commits no
+	// two manifests at once: TxnPercent is 0, and the multi workload is
+	// refused). The clients reach the database or the endpoint through a
+	// proxy on loopback, which the net fault acts on. "" (the default):
+	// fence's storage.
 	Guard string
 
 	// Cluster, ClusterEtcd or ClusterPostgres, makes the run start that
@@ -285,7 +292,16 @@ func (c *Config) validateTarget() error {
 	case c.Guard != "" && c.Cluster != "":
 		return errors.New("chaos: --guard takes the leases from one fence server (embedded, or --addr), not from --cluster")
 	}
-	if c.Guard != "" {
+	switch {
+	case isS3Guard(c.Guard):
+		if _, _, err := parseS3Guard(c.Guard); err != nil {
+			return err
+		}
+		if c.Workload == WorkloadMulti {
+			return errors.New("chaos: the multi workload writes two resources in one transaction, which the S3 guard cannot (it commits one resource's manifest at a time)")
+		}
+		c.TxnPercent = 0 // no commit across two manifests
+	case c.Guard != "":
 		if _, err := pgxpool.ParseConfig(c.Guard); err != nil {
 			return fmt.Errorf("chaos: --guard: %w", err)
 		}

@@ -20,18 +20,46 @@ import (
 	"github.com/fence-lock/fence/internal/tools/chaos/proxy"
 )
 
-// guardTarget is the PostgreSQL database of a run with Config.Guard: the
-// harness's own connections (to make and drop the tables, and for the final
-// reads), and the proxy the clients reach it through.
-type guardTarget struct {
-	pool   *pgxpool.Pool
-	proxy  *proxy.Proxy
-	prefix string // of the run's tables: <prefix>_fences, <prefix>_data, <prefix>_rev
+// guardTarget is the store of a run with Config.Guard, which the clients
+// write through a guard: PostgreSQL (pgTarget) or S3 (s3Target).
+type guardTarget interface {
+	// addr is the proxy the clients reach the store through.
+	addr() string
+	// prefix names the run's own tables or objects, apart from others'.
+	prefix() string
+	// proxy is the clients' proxy, which the net fault acts on.
+	clientProxy() *proxy.Proxy
+	// finalReads reads every key directly from the store, as client -1.
+	finalReads(r *run)
+	// close removes what the run made, where it can, and closes the proxy.
+	close()
 }
 
-// setUpGuard connects to cfg.Guard, creates the run's tables, and starts
+// setUpGuard sets up the store of cfg.Guard: an s3:// location, or else a
+// PostgreSQL connection string.
+func setUpGuard(ctx context.Context, cfg Config) (guardTarget, error) {
+	if isS3Guard(cfg.Guard) {
+		return setUpS3Guard(ctx, cfg)
+	}
+	return setUpPGGuard(ctx, cfg)
+}
+
+// pgTarget is the PostgreSQL database of a run with a PostgreSQL guard:
+// the harness's own connections (to make and drop the tables, and for the
+// final reads), and the proxy the clients reach it through.
+type pgTarget struct {
+	pool  *pgxpool.Pool
+	proxy *proxy.Proxy
+	pfx   string // of the run's tables: <prefix>_fences, <prefix>_data, <prefix>_rev
+}
+
+func (g *pgTarget) addr() string              { return g.proxy.Addr() }
+func (g *pgTarget) prefix() string            { return g.pfx }
+func (g *pgTarget) clientProxy() *proxy.Proxy { return g.proxy }
+
+// setUpPGGuard connects to cfg.Guard, creates the run's tables, and starts
 // the clients' proxy to the database.
-func setUpGuard(ctx context.Context, cfg Config) (g *guardTarget, err error) {
+func setUpPGGuard(ctx context.Context, cfg Config) (g *pgTarget, err error) {
 	pc, err := pgxpool.ParseConfig(cfg.Guard)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: --guard: %w", err)
@@ -53,7 +81,7 @@ func setUpGuard(ctx context.Context, cfg Config) (g *guardTarget, err error) {
 		}
 		return nil, fmt.Errorf("chaos: --guard: connecting to %s: %w", net.JoinHostPort(host, strconv.Itoa(int(pc.ConnConfig.Port))), err)
 	}
-	g = &guardTarget{pool: pool, prefix: fmt.Sprintf("fence_chaos_%08x", rand.Uint32())}
+	g = &pgTarget{pool: pool, pfx: fmt.Sprintf("fence_chaos_%08x", rand.Uint32())}
 	defer func() {
 		if err != nil {
 			g.close()
@@ -61,13 +89,13 @@ func setUpGuard(ctx context.Context, cfg Config) (g *guardTarget, err error) {
 		}
 	}()
 	guard := postgres.NewGuard(pool)
-	guard.Table = g.prefix + "_fences"
+	guard.Table = g.pfx + "_fences"
 	if err := guard.CreateTable(cctx); err != nil {
 		return nil, fmt.Errorf("chaos: --guard: %w", err)
 	}
 	for _, ddl := range []string{
-		`CREATE TABLE ` + g.prefix + `_data (resource text, key text, value text NOT NULL, rev bigint NOT NULL, PRIMARY KEY (resource, key))`,
-		`CREATE SEQUENCE ` + g.prefix + `_rev`,
+		`CREATE TABLE ` + g.pfx + `_data (resource text, key text, value text NOT NULL, rev bigint NOT NULL, PRIMARY KEY (resource, key))`,
+		`CREATE SEQUENCE ` + g.pfx + `_rev`,
 	} {
 		if _, err := pool.Exec(cctx, ddl); err != nil {
 			return nil, fmt.Errorf("chaos: --guard: %w", err)
@@ -80,13 +108,13 @@ func setUpGuard(ctx context.Context, cfg Config) (g *guardTarget, err error) {
 }
 
 // finalReads reads every key directly from the database, as client -1.
-func (g *guardTarget) finalReads(r *run) {
+func (g *pgTarget) finalReads(r *run) {
 	for res := range r.cfg.Resources {
 		for k := range r.cfg.Keys {
 			resource, key := "r"+strconv.Itoa(res), r.keyPrefix+"k"+strconv.Itoa(k)
 			op := history.Op{ID: r.harnessID(), Client: -1, Kind: history.KindRead, Resource: resource, Key: key, Call: r.now()}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			value, rev, err := readRow(ctx, g.pool, g.prefix, resource, key)
+			value, rev, err := readRow(ctx, g.pool, g.pfx, resource, key)
 			cancel()
 			op.Value, op.Rev, op.Outcome = value, rev, pgOutcome(err)
 			if op.Outcome != history.Unknown {
@@ -101,14 +129,14 @@ func (g *guardTarget) finalReads(r *run) {
 }
 
 // close drops the run's tables and closes the connections and the proxy.
-func (g *guardTarget) close() {
+func (g *pgTarget) close() {
 	if g.proxy != nil {
 		g.proxy.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	g.pool.Exec(ctx, `DROP TABLE IF EXISTS `+g.prefix+`_data, `+g.prefix+`_fences`)
-	g.pool.Exec(ctx, `DROP SEQUENCE IF EXISTS `+g.prefix+`_rev`)
+	g.pool.Exec(ctx, `DROP TABLE IF EXISTS `+g.pfx+`_data, `+g.pfx+`_fences`)
+	g.pool.Exec(ctx, `DROP SEQUENCE IF EXISTS `+g.pfx+`_rev`)
 	g.pool.Close()
 }
 

@@ -90,7 +90,7 @@ type run struct {
 	lockURL   string         // through the proxy
 	storeProx string         // through the proxy
 
-	guard *guardTarget // with cfg.Guard
+	guard guardTarget // with cfg.Guard
 
 	clients  []*exec.Cmd
 	clientWG sync.WaitGroup
@@ -305,7 +305,7 @@ func (r *run) setUp(ctx context.Context) error {
 			return err
 		}
 		r.guard = g
-		r.proxies = append(r.proxies, g.proxy)
+		r.proxies = append(r.proxies, g.clientProxy())
 		return nil
 	}
 	if r.cfg.Unsafe {

@@ -52,7 +52,9 @@ type WorkerConfig struct {
 
 	// Guard, a PostgreSQL connection string, makes the client read and
 	// write the run's tables, named GuardPrefix_..., through fence's
-	// guard, dialling GuardAddr (a proxy) instead of the string's host;
+	// guard, dialling GuardAddr (a proxy) instead of the string's host; an
+	// s3:// location, the run's objects under GuardPrefix, through the S3
+	// guard, at GuardAddr instead of the location's endpoint;
 	// StoreAddr is then unused. Unsafe writes without the guard.
 	Guard, GuardAddr, GuardPrefix string
 	Unsafe                        bool
@@ -121,7 +123,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
 	if w.locks, err = newRawClient(cfg.LockAddr, cfg); err != nil {
 		return err
 	}
-	if cfg.Guard != "" {
+	if isS3Guard(cfg.Guard) {
+		s3, err := newS3Storage(cfg.Guard, cfg.GuardAddr, cfg.GuardPrefix, cfg.Timeout, cfg.Unsafe)
+		if err != nil {
+			return err
+		}
+		w.data = s3
+	} else if cfg.Guard != "" {
 		pg, err := newPGStorage(ctx, cfg.Guard, cfg.GuardAddr, cfg.GuardPrefix, cfg.Timeout, cfg.Unsafe)
 		if err != nil {
 			return err

@@ -38,7 +38,7 @@ func Target(cfg chaos.Config) string {
 		t = "an embedded fence server"
 	}
 	if cfg.Guard != "" {
-		t += ", writes through the PostgreSQL guard"
+		t += ", writes through the " + chaos.GuardStore(cfg.Guard) + " guard"
 		if cfg.Unsafe {
 			t += ", UNSAFE: bypassing it"
 		}

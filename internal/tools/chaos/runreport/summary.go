@@ -27,6 +27,7 @@ type Summary struct {
 	UnsafeClock     bool                  `json:"unsafe_clock,omitempty"`
 	Cluster         string                `json:"cluster,omitempty"`
 	Guard           bool                  `json:"guard,omitempty"`
+	GuardStore      string                `json:"guard_store,omitempty"` // "PostgreSQL" or "S3", with Guard
 	UnsafeEpoch     bool                  `json:"unsafe_epoch,omitempty"`
 	Accepted        int                   `json:"accepted"`
 	Fenced          int                   `json:"fenced"`
@@ -42,7 +43,7 @@ type Summary struct {
 
 func Summarize(cfg chaos.Config, res *chaos.Result, rep *check.Report, hist string) Summary {
 	s := Summary{
-		Unsafe: cfg.Unsafe, Seed: cfg.Seed, DurationS: res.Duration.Seconds(), Ops: res.Ops, Guard: cfg.Guard != "",
+		Unsafe: cfg.Unsafe, Seed: cfg.Seed, DurationS: res.Duration.Seconds(), Ops: res.Ops, Guard: cfg.Guard != "", GuardStore: chaos.GuardStore(cfg.Guard),
 		OpsByOutcome: rep.Counts, Faults: map[string]int{}, PausesPastTTL: res.PausesPastTTL,
 		FencedByPauses: res.FencedByPauses, ServerRestarts: res.ServerRestarts, Takeovers: res.Takeovers,
 		UnnamedRefusals: res.UnnamedRefusals, UnsafeJournal: cfg.UnsafeJournal, UnsafeClock: cfg.UnsafeClock,
@@ -66,7 +67,7 @@ func Summarize(cfg chaos.Config, res *chaos.Result, rep *check.Report, hist stri
 func Print(w io.Writer, s Summary, rep *check.Report) {
 	target := map[bool]string{true: ", UNSAFE storage"}[s.Unsafe]
 	if s.Guard {
-		target = ", through the PostgreSQL guard" + map[bool]string{true: ", UNSAFE: bypassing it"}[s.Unsafe]
+		target = ", through the " + s.GuardStore + " guard" + map[bool]string{true: ", UNSAFE: bypassing it"}[s.Unsafe]
 	}
 	if s.UnsafeJournal {
 		target += ", UNSAFE journal"
