@@ -4,8 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fence-lock/fence"
@@ -177,5 +183,37 @@ func TestGuard_Revisions(t *testing.T) {
 	}
 	if keys, err := g.List(ctx, "r"); err != nil || !slices.Equal(keys, []string{"a"}) {
 		t.Fatalf("List=%v, %v; want [a]", keys, err)
+	}
+}
+
+// TestGuard_LostAnswerNotResent: a commit whose answer is lost (here a 503
+// from a proxy that never forwarded it) is sent once, not again by the
+// SDK, and returned as an error that is neither a refusal nor contention:
+// its outcome is the caller's to find out.
+func TestGuard_LostAnswerNotResent(t *testing.T) {
+	_, bucket, prefix := newBucket(t)
+	target, err := url.Parse(server.S3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	var manifestPuts atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/manifests/") {
+			manifestPuts.Add(1)
+			http.Error(w, "SlowDown", http.StatusServiceUnavailable)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	g := s3guard.NewGuard(newClient(srv.URL), bucket)
+	g.Prefix, g.TrustEndpoint = prefix, true
+	_, err = g.Write(t.Context(), "r", 1, s3guard.Change{Key: "k", Value: []byte("v")})
+	if err == nil || errors.Is(err, fence.ErrFenced) || errors.Is(err, s3guard.ErrContended) {
+		t.Fatalf("Write with its commit's answer lost: %v, want the endpoint's error", err)
+	}
+	if n := manifestPuts.Load(); n != 1 {
+		t.Fatalf("the commit was sent %d times, want once", n)
 	}
 }
