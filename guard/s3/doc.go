@@ -119,8 +119,10 @@
 // internal/tools/testserver pins, with atomic conditional writes), started
 // by the tests on loopback: every conformance case passes, and a proxy
 // that drops the conditional headers fails seven of nine (the negative
-// control). SeaweedFS gives each bucket volumes of its own; the tests share
-// one bucket, under prefixes of their own.
+// control). SeaweedFS gives each bucket volumes of its own (the first write
+// to a bucket takes seconds), and makes racing writers of one key wait for
+// its lock in steps of a second; the tests share one bucket, under
+// prefixes of their own.
 //
 // It does not log: it returns errors, and counts and logs refusals in
 // Rejections if set.
