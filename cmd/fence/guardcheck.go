@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fence-lock/fence/guard/object"
 	s3guard "github.com/fence-lock/fence/guard/s3"
 )
 
@@ -93,7 +94,7 @@ func guardCheckCmd(ctx context.Context, args []string, std stdio) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, s3guard.ErrEndpoint):
+	case errors.Is(err, object.ErrEndpoint):
 		return &exitError{code: exitViolation, err: fmt.Errorf("guard-check: %s: %w", loc, err)}
 	}
 	return fmt.Errorf("guard-check: %s: %w", loc, err)

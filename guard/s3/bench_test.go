@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fence-lock/fence"
-	s3guard "github.com/fence-lock/fence/guard/s3"
+	"github.com/fence-lock/fence/guard/object"
 )
 
 // BenchmarkPut measures one 1 KiB object written on SeaweedFS four ways,
@@ -21,7 +21,7 @@ import (
 // first write (SeaweedFS makes its volumes then, seconds) comes before.
 func BenchmarkPut(b *testing.B) {
 	g := newGuard(b)
-	api := newClient(server.S3)
+	api, bucket, _ := newBucket(b)
 	value := bytes.Repeat([]byte("v"), 1024)
 	if err := g.PutObject(b.Context(), "warm", value, 1); err != nil {
 		b.Fatal(err)
@@ -35,7 +35,7 @@ func BenchmarkPut(b *testing.B) {
 	})
 	b.Run("GuardedManifest", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := g.Write(b.Context(), "resource", 7, s3guard.Change{Key: "k", Value: value}); err != nil {
+			if _, err := g.Write(b.Context(), "resource", 7, object.Change{Key: "k", Value: value}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -43,20 +43,20 @@ func BenchmarkPut(b *testing.B) {
 	b.Run("BarePutObject", func(b *testing.B) {
 		key := aws.String(g.Prefix + "bare")
 		for b.Loop() {
-			if _, err := api.PutObject(b.Context(), &s3.PutObjectInput{Bucket: aws.String(g.Bucket), Key: key, Body: bytes.NewReader(value)}); err != nil {
+			if _, err := api.PutObject(b.Context(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: key, Body: bytes.NewReader(value)}); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("BareIfMatch", func(b *testing.B) {
 		key := aws.String(g.Prefix + "bare-if-match")
-		out, err := api.PutObject(b.Context(), &s3.PutObjectInput{Bucket: aws.String(g.Bucket), Key: key, Body: bytes.NewReader(value)})
+		out, err := api.PutObject(b.Context(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: key, Body: bytes.NewReader(value)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		etag := out.ETag
 		for b.Loop() {
-			out, err := api.PutObject(b.Context(), &s3.PutObjectInput{Bucket: aws.String(g.Bucket), Key: key, Body: bytes.NewReader(value), IfMatch: etag})
+			out, err := api.PutObject(b.Context(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: key, Body: bytes.NewReader(value), IfMatch: etag})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fence-lock/fence/guard/object"
 )
 
 // DefaultRegion is the region of a Location that names none, and whose
@@ -138,8 +140,8 @@ func (l Location) Client() *s3.Client {
 	return s3.New(o)
 }
 
-// Guard returns a Guard of l: its bucket and prefix, through l.Client().
-func (l Location) Guard() *Guard {
+// Guard returns a guard of l: its bucket and prefix, through l.Client().
+func (l Location) Guard() *object.Guard {
 	g := NewGuard(l.Client(), l.Bucket)
 	g.Prefix = l.Prefix
 	return g

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fence-lock/fence"
+	"github.com/fence-lock/fence/guard/object"
 	s3guard "github.com/fence-lock/fence/guard/s3"
 	"github.com/fence-lock/fence/internal/tools/chaos/history"
 	"github.com/fence-lock/fence/internal/tools/chaos/proxy"
@@ -55,7 +56,7 @@ func parseS3Guard(guard string) (s3guard.Location, string, error) {
 // reach the endpoint through. The run's objects are under a prefix of its
 // own, which it leaves behind.
 type s3Target struct {
-	guard *s3guard.Guard
+	guard *object.Guard
 	proxy *proxy.Proxy
 }
 
@@ -115,7 +116,7 @@ func (g *s3Target) finalReads(r *run) {
 // have no two-resource transactions. Unsafe writes with token 0 on
 // resources that are all unfenced: the fence neither checked nor raised.
 type s3Storage struct {
-	guard   *s3guard.Guard
+	guard   *object.Guard
 	timeout time.Duration
 	unsafe  bool
 }
@@ -149,7 +150,7 @@ func (s *s3Storage) put(ctx context.Context, resource, key, value string, token 
 	if s.unsafe {
 		token = 0
 	}
-	return s.guard.Write(ctx, resource, token, s3guard.Change{Key: key, Value: []byte(value)})
+	return s.guard.Write(ctx, resource, token, object.Change{Key: key, Value: []byte(value)})
 }
 
 func (s *s3Storage) txn(context.Context, map[string]fence.Token, []string, []history.Write) (uint64, error) {
@@ -168,9 +169,9 @@ func s3Outcome(err error) history.Outcome {
 		return history.OK
 	case errors.Is(err, fence.ErrFenced):
 		return history.Fenced
-	case errors.Is(err, s3guard.ErrContended):
+	case errors.Is(err, object.ErrContended):
 		return history.Rejected
-	case errors.Is(err, fence.ErrBadRequest), errors.Is(err, fence.ErrInvalidToken), errors.Is(err, s3guard.ErrEndpoint):
+	case errors.Is(err, fence.ErrBadRequest), errors.Is(err, fence.ErrInvalidToken), errors.Is(err, object.ErrEndpoint):
 		return history.Fail
 	}
 	return history.Unknown

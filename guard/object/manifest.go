@@ -1,16 +1,12 @@
-package s3
+package object
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fence-lock/fence"
 )
@@ -64,64 +60,51 @@ func (g *Guard) dataKey(resource, key string, token fence.Token) string {
 	return g.Prefix + "data/" + escape(resource) + "/" + escape(key) + "/" + tokenString(token) + "-" + nonce()
 }
 
-// readManifest returns resource's manifest and its ETag; a zero manifest
-// and "" if there is none.
-func (g *Guard) readManifest(ctx context.Context, resource string) (manifest, string, error) {
-	out, err := g.api.GetObject(ctx, &s3.GetObjectInput{Bucket: g.bucket(), Key: aws.String(g.manifestKey(resource))})
-	if err != nil {
-		if notFound(err) {
-			return manifest{}, "", nil
-		}
-		return manifest{}, "", fmt.Errorf("reading the manifest: %w", err)
+// readManifest returns resource's manifest and its version; a zero
+// manifest and "" if there is none.
+func (g *Guard) readManifest(ctx context.Context, resource string) (manifest, Version, error) {
+	key := g.manifestKey(resource)
+	b, v, _, err := g.store.Get(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return manifest{}, "", nil
 	}
-	defer out.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(out.Body, MaxManifestSize+1))
 	if err != nil {
 		return manifest{}, "", fmt.Errorf("reading the manifest: %w", err)
 	}
 	if len(b) > MaxManifestSize {
-		return manifest{}, "", fmt.Errorf("the manifest %s is over %d bytes", g.manifestKey(resource), MaxManifestSize)
+		return manifest{}, "", fmt.Errorf("the manifest %s is over %d bytes", key, MaxManifestSize)
 	}
 	var m manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return manifest{}, "", fmt.Errorf("the manifest %s is not one: %w", g.manifestKey(resource), err)
+		return manifest{}, "", fmt.Errorf("the manifest %s is not one: %w", key, err)
 	}
 	if m.Fence != 0 && !m.Fence.Valid() {
-		return manifest{}, "", fmt.Errorf("the manifest %s has fence %d, not a token", g.manifestKey(resource), uint64(m.Fence))
+		return manifest{}, "", fmt.Errorf("the manifest %s has fence %d, not a token", key, uint64(m.Fence))
 	}
-	etag := aws.ToString(out.ETag)
-	if etag == "" {
-		return manifest{}, "", fmt.Errorf("the manifest %s was read without an ETag", g.manifestKey(resource))
+	if v == "" {
+		return manifest{}, "", fmt.Errorf("the manifest %s was read without a version", key)
 	}
-	return m, etag, nil
+	return m, v, nil
 }
 
-// casManifest writes m as resource's manifest if its ETag is still etag
+// casManifest writes m as resource's manifest if its version is still v
 // ("": if there is none): nil if it was written.
-func (g *Guard) casManifest(ctx context.Context, resource string, m manifest, etag string) error {
+func (g *Guard) casManifest(ctx context.Context, resource string, m manifest, v Version) error {
 	body, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	in := &s3.PutObjectInput{Bucket: g.bucket(), Key: aws.String(g.manifestKey(resource)), Body: bytes.NewReader(body),
-		ContentType: aws.String("application/json"), Metadata: map[string]string{FenceMetadata: tokenString(m.Fence)}}
-	if etag == "" {
-		in.IfNoneMatch = aws.String("*")
-	} else {
-		in.IfMatch = aws.String(etag)
-	}
-	_, err = g.api.PutObject(ctx, in, once)
+	_, err = g.store.Put(ctx, g.manifestKey(resource), body, map[string]string{FenceMetadata: tokenString(m.Fence)}, Cond{IfMatch: v, IfAbsent: v == ""})
 	return err
 }
 
-// Write applies changes to resource's keys in one commit, and returns the
-// resource's revision after it (1 for its first commit, one more for each),
-// if token >= the
-// resource's fence, and raises the fence to token: the new values go to new
-// immutable data objects (If-None-Match: *, keys no one else makes), and
-// then one conditional write of the resource's manifest (If-Match of the
-// ETag it read, or If-None-Match: * for the first) commits them with the
-// fence. A writer that changed the manifest in between makes it read again,
+// Write applies changes to resource's keys in one commit, if token >= the
+// resource's fence, raises the fence to token, and returns the resource's
+// revision after it (1 for its first commit, one more for each): the new
+// values go to new immutable data objects (written only if absent, at keys
+// no one else makes), and then one conditional write of the resource's
+// manifest (on the version it read, or only if absent for the first)
+// commits them with the fence. A writer that changed the manifest in between makes it read again,
 // check the fence again and retry, up to MaxAttempts; then ErrContended,
 // nothing committed. A stale token gets *fence.FencedError, nothing
 // committed. Data objects that were not committed, and those a commit
@@ -143,18 +126,18 @@ func (g *Guard) Claim(ctx context.Context, resource string, token fence.Token) e
 
 func (g *Guard) write(ctx context.Context, op, resource string, token fence.Token, changes []Change) (uint64, error) {
 	if err := g.validate(ctx, resource, token); err != nil {
-		return 0, fmt.Errorf("s3: %s %q: %w", op, resource, err)
+		return 0, g.errorf("%s %q: %w", op, resource, err)
 	}
 	if err := validateChanges(changes); err != nil {
-		return 0, fmt.Errorf("s3: %s %q: %w", op, resource, err)
+		return 0, g.errorf("%s %q: %w", op, resource, err)
 	}
 	if err := g.trust(ctx); err != nil {
-		return 0, fmt.Errorf("s3: %s %q: %w", op, resource, err)
+		return 0, g.errorf("%s %q: %w", op, resource, err)
 	}
 	unfenced := token == 0
-	m, etag, err := g.readManifest(ctx, resource)
+	m, version, err := g.readManifest(ctx, resource)
 	if err != nil {
-		return 0, fmt.Errorf("s3: %s %q: %w", op, resource, err)
+		return 0, g.errorf("%s %q: %w", op, resource, err)
 	}
 	if !unfenced && token < m.Fence {
 		return 0, &fence.FencedError{Resource: resource, Presented: token, LastFence: m.Fence}
@@ -171,11 +154,10 @@ func (g *Guard) write(ctx context.Context, op, resource string, token fence.Toke
 			continue
 		}
 		k := g.dataKey(resource, c.Key, token)
-		if _, err := g.api.PutObject(ctx, &s3.PutObjectInput{Bucket: g.bucket(), Key: aws.String(k), Body: bytes.NewReader(c.Value),
-			IfNoneMatch: aws.String("*"), Metadata: map[string]string{FenceMetadata: tokenString(token)}}, once); err != nil {
+		if _, err := g.store.Put(ctx, k, c.Value, map[string]string{FenceMetadata: tokenString(token)}, Cond{IfAbsent: true}); err != nil {
 			data[c.Key] = k // perhaps written: deleted too
 			uncommitted()
-			return 0, fmt.Errorf("s3: %s %q: writing the value of %q: %w", op, resource, c.Key, err)
+			return 0, g.errorf("%s %q: writing the value of %q: %w", op, resource, c.Key, err)
 		}
 		data[c.Key] = k
 	}
@@ -196,29 +178,29 @@ func (g *Guard) write(ctx context.Context, op, resource string, token fence.Toke
 				next.Objects[c.Key] = entry{Object: data[c.Key], Rev: next.Rev, Token: token}
 			}
 		}
-		err := g.casManifest(ctx, resource, next, etag)
+		err := g.casManifest(ctx, resource, next, version)
 		if err == nil {
 			for _, k := range replaced {
 				g.deleteQuietly(k)
 			}
 			return next.Rev, nil
 		}
-		if !conditionFailed(err) && !(etag != "" && notFound(err)) {
-			if status(err) != 0 {
+		if !errors.Is(err, ErrConditionFailed) && !(version != "" && errors.Is(err, ErrNotFound)) {
+			if !errors.Is(err, ErrNoAnswer) {
 				uncommitted()
 			}
 			// Without an answer the commit may have landed: the data
 			// objects stay, in case it did.
-			return 0, fmt.Errorf("s3: %s %q: committing: %w", op, resource, err)
+			return 0, g.errorf("%s %q: committing: %w", op, resource, err)
 		}
 		// Another writer changed the manifest first: read it again.
 		if attempt >= g.maxAttempts() || !backoff(ctx, attempt) {
 			uncommitted()
-			return 0, fmt.Errorf("s3: %s %q: %w (%d attempts)", op, resource, ErrContended, attempt)
+			return 0, g.errorf("%s %q: %w (%d attempts)", op, resource, ErrContended, attempt)
 		}
-		if m, etag, err = g.readManifest(ctx, resource); err != nil {
+		if m, version, err = g.readManifest(ctx, resource); err != nil {
 			uncommitted()
-			return 0, fmt.Errorf("s3: %s %q: %w", op, resource, err)
+			return 0, g.errorf("%s %q: %w", op, resource, err)
 		}
 		if !unfenced && token < m.Fence {
 			uncommitted()
@@ -254,7 +236,7 @@ func validateChanges(changes []Change) error {
 func (g *Guard) deleteQuietly(key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
 	defer cancel()
-	_, _ = g.api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: g.bucket(), Key: aws.String(key)})
+	_ = g.store.Delete(ctx, key, Cond{})
 }
 
 // Read returns the value of key in resource as the last commit left it,
@@ -263,28 +245,23 @@ func (g *Guard) deleteQuietly(key string) {
 // the new manifest.
 func (g *Guard) Read(ctx context.Context, resource, key string) (Item, bool, error) {
 	if err := fence.ValidateResource(resource); err != nil {
-		return Item{}, false, fmt.Errorf("s3: read %q: %w", resource, err)
+		return Item{}, false, g.errorf("read %q: %w", resource, err)
 	}
 	for attempt := 1; ; attempt++ {
 		m, _, err := g.readManifest(ctx, resource)
 		if err != nil {
-			return Item{}, false, fmt.Errorf("s3: read %q: %w", resource, err)
+			return Item{}, false, g.errorf("read %q: %w", resource, err)
 		}
 		e, ok := m.Objects[key]
 		if !ok {
 			return Item{}, false, nil
 		}
-		out, err := g.api.GetObject(ctx, &s3.GetObjectInput{Bucket: g.bucket(), Key: aws.String(e.Object)})
+		b, _, _, err := g.store.Get(ctx, e.Object)
 		if err == nil {
-			b, err := io.ReadAll(out.Body)
-			out.Body.Close()
-			if err != nil {
-				return Item{}, false, fmt.Errorf("s3: read %q %q: %w", resource, key, err)
-			}
 			return Item{Value: b, Rev: e.Rev, Token: e.Token}, true, nil
 		}
-		if !notFound(err) || attempt >= g.maxAttempts() {
-			return Item{}, false, fmt.Errorf("s3: read %q %q: %w", resource, key, err)
+		if !errors.Is(err, ErrNotFound) || attempt >= g.maxAttempts() {
+			return Item{}, false, g.errorf("read %q %q: %w", resource, key, err)
 		}
 	}
 }
@@ -292,11 +269,11 @@ func (g *Guard) Read(ctx context.Context, resource, key string) (Item, bool, err
 // List returns the keys of resource, in byte order.
 func (g *Guard) List(ctx context.Context, resource string) ([]string, error) {
 	if err := fence.ValidateResource(resource); err != nil {
-		return nil, fmt.Errorf("s3: list: %w", err)
+		return nil, g.errorf("list: %w", err)
 	}
 	m, _, err := g.readManifest(ctx, resource)
 	if err != nil {
-		return nil, fmt.Errorf("s3: list %q: %w", resource, err)
+		return nil, g.errorf("list %q: %w", resource, err)
 	}
 	return slices.Sorted(maps.Keys(m.Objects)), nil
 }
@@ -305,11 +282,11 @@ func (g *Guard) List(ctx context.Context, resource string) ([]string, error) {
 // fenced.
 func (g *Guard) Fence(ctx context.Context, resource string) (fence.Token, error) {
 	if err := fence.ValidateResource(resource); err != nil {
-		return 0, fmt.Errorf("s3: fence: %w", err)
+		return 0, g.errorf("fence: %w", err)
 	}
 	m, _, err := g.readManifest(ctx, resource)
 	if err != nil {
-		return 0, fmt.Errorf("s3: fence %q: %w", resource, err)
+		return 0, g.errorf("fence %q: %w", resource, err)
 	}
 	return m.Fence, nil
 }

@@ -1,4 +1,4 @@
-package s3
+package object
 
 import (
 	"context"
@@ -13,26 +13,23 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/guard/reject"
 )
 
-// Defaults of the Guard's fields.
+// Defaults of the Guard's fields, and the names of its metadata.
 const (
 	// DefaultMaxAttempts is the default Guard.MaxAttempts: how many
 	// conditional writes a Write (or PutObject, DeleteObject, Claim) sends
 	// while other writers keep changing the object first.
 	DefaultMaxAttempts = 10
-	// FenceMetadata is the user metadata (x-amz-meta-fence) in which every
-	// object the guard writes carries the fence it was written with.
+	// FenceMetadata is the user metadata (S3: x-amz-meta-fence) in which
+	// every object the guard writes carries the fence it was written with.
 	FenceMetadata = "fence"
-	// DeletedMetadata marks the tombstone of an object deleted by
-	// DeleteObject (x-amz-meta-fence-deleted: true).
-	DeletedMetadata = "fence-deleted"
+	// TombstoneMetadata marks the tombstone of an object deleted by
+	// DeleteObject ("true"). A name every store takes (Azure's metadata
+	// names are C# identifiers: no hyphens).
+	TombstoneMetadata = "fencetombstone"
 )
 
 // deleteTimeout bounds the best-effort deletes of objects the guard no
@@ -42,52 +39,41 @@ const deleteTimeout = 10 * time.Second
 // ErrContended means that other writers changed the object every time the
 // guard read it and tried its conditional write, MaxAttempts times: nothing
 // was applied. Retry later.
-var ErrContended = errors.New("s3: contended: other writers changed the object each time; nothing was applied")
+var ErrContended = errors.New("object: contended: other writers changed the object each time; nothing was applied")
 
-// ErrEndpoint means that the endpoint failed the conformance check (Check):
+// ErrEndpoint means that the store failed the conformance check (Check):
 // its conditional writes cannot be trusted to fence, and the guard writes
 // nothing through it. The error names the failed case.
-var ErrEndpoint = errors.New("s3: the endpoint's conditional writes fail the conformance check")
+var ErrEndpoint = errors.New("object: the store's conditional writes fail the conformance check")
 
-// API is the part of the S3 client that a Guard uses. An *s3.Client is
-// one. The endpoint must honour If-Match and If-None-Match on PutObject and
-// If-Match on DeleteObject, which Check verifies.
-type API interface {
-	HeadObject(ctx context.Context, in *s3.HeadObjectInput, opts ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
-	GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error)
-	PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error)
-	DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, opts ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
-}
-
-// Guard enforces fencing tokens on writes to an S3 bucket, in two ways
-// (see the package doc): per object (PutObject, DeleteObject: each object
-// is a resource, and carries its own fence), and many objects under one
-// resource (Write, Claim: immutable data objects and a manifest that
-// commits them with the resource's fence by compare-and-swap). Create one
-// with NewGuard; set its fields before the first call and do not change
-// them after. A Guard is safe for concurrent use.
+// Guard enforces fencing tokens on writes to an object store with
+// conditional writes (a Store: S3, Azure Blob Storage, Google Cloud
+// Storage), in two ways (see the package doc): per object (PutObject,
+// DeleteObject: each object is a resource, and carries its own fence), and
+// many objects under one resource (Write, Claim: immutable data objects and
+// a manifest that commits them with the resource's fence by
+// compare-and-swap). Create one with New (or a store's package's NewGuard);
+// set its fields before the first call and do not change them after. A
+// Guard is safe for concurrent use.
 //
 // Before its first write the guard runs the conformance check (Check) on
-// the endpoint, under Prefix: an endpoint that fails it gets an error
-// wrapping ErrEndpoint, naming the failed case, for every write.
+// the store, under Prefix: a store that fails it gets an error wrapping
+// ErrEndpoint, naming the failed case, for every write.
 //
 // Writes return *fence.FencedError when the token is lower than the fence
 // stored, and then change nothing. They return an error wrapping
 // fence.ErrInvalidToken, fence.ErrBadRequest or fence.ErrInvalidSequencer
 // before sending anything, for a bad token, name or sequencer, and
 // ErrContended when other writers won every conditional write (nothing
-// applied). Any other error is the endpoint's, wrapped; after one that
-// leaves the outcome unknown (a deadline, a lost connection) the write may
-// or may not have been applied. It is never reported as fence.ErrFenced.
+// applied). Any other error is the store's, wrapped; after one wrapping
+// ErrNoAnswer the write may or may not have been applied. It is never
+// reported as fence.ErrFenced.
 type Guard struct {
-	// Bucket is the bucket that holds the guarded objects. Required.
-	Bucket string
-
 	// Prefix is prefixed to every key the guard reads or writes: the
 	// objects of PutObject and DeleteObject, and the manifests and data
 	// objects of Write (under Prefix + "manifests/" and Prefix + "data/"),
 	// and the conformance check's scratch objects (Prefix +
-	// ".fence-check/"). Default "": the bucket's root.
+	// ".fence-check/"). Default "": the store's root.
 	Prefix string
 
 	// MaxAttempts bounds the conditional writes of one call while other
@@ -111,23 +97,27 @@ type Guard struct {
 	// nor raised (still atomically, by the same compare-and-swap).
 	Unfenced fence.Unfenced
 
-	// TrustEndpoint skips the conformance check: set it only for an
-	// endpoint known to pass it (Check, or fence guard-check), to save the
-	// check's requests at start.
+	// TrustEndpoint skips the conformance check: set it only for a store
+	// known to pass it (Check, or fence guard-check), to save the check's
+	// requests at start.
 	TrustEndpoint bool
 
-	api API
+	store Store
+	name  string // the store's, in errors: "s3", "azblob", "gcs"
 
 	trustMu sync.Mutex
 	trusted bool  // the check passed
 	refused error // the check failed (wraps ErrEndpoint): every write gets it
 }
 
-// NewGuard returns a Guard that fences objects of bucket through api
-// (usually an *s3.Client), at the bucket's root.
-func NewGuard(api API, bucket string) *Guard {
-	return &Guard{Bucket: bucket, api: api}
+// New returns a Guard that fences objects of store at its root; name names
+// the store in errors ("s3").
+func New(store Store, name string) *Guard {
+	return &Guard{store: store, name: name}
 }
+
+// Store returns the store the guard writes to.
+func (g *Guard) Store() Store { return g.store }
 
 func (g *Guard) maxAttempts() int {
 	if g.MaxAttempts <= 0 {
@@ -136,9 +126,14 @@ func (g *Guard) maxAttempts() int {
 	return g.MaxAttempts
 }
 
+// errorf is fmt.Errorf with the store's name first.
+func (g *Guard) errorf(format string, args ...any) error {
+	return fmt.Errorf(g.name+": "+format, args...)
+}
+
 // trust runs the conformance check once, before the first write: nil once
 // it has passed; its failure (wrapping ErrEndpoint) for good once it has
-// failed; any other error (the endpoint unreachable) leaves it to be run
+// failed; any other error (the store unreachable) leaves it to be run
 // again by the next write.
 func (g *Guard) trust(ctx context.Context) error {
 	if g.TrustEndpoint {
@@ -164,8 +159,8 @@ func (g *Guard) trust(ctx context.Context) error {
 
 // validate checks what every fenced write takes, before anything is sent.
 func (g *Guard) validate(ctx context.Context, resource string, token fence.Token) error {
-	if g.Bucket == "" {
-		return fmt.Errorf("%w: Guard.Bucket is empty", fence.ErrBadRequest)
+	if g.store == nil {
+		return fmt.Errorf("%w: the Guard has no store (create it with New)", fence.ErrBadRequest)
 	}
 	if err := fence.ValidateResource(resource); err != nil {
 		return err
@@ -178,35 +173,6 @@ func (g *Guard) validate(ctx context.Context, resource string, token fence.Token
 	}
 	return g.Keys.Check(ctx, resource, token)
 }
-
-// once sends a request once: the SDK does not send a conditional write
-// again after an answer was lost. A resent write whose first copy landed
-// would be refused by its own ETag, and the guard, reading again, would
-// apply it a second time over whatever another writer committed in between.
-// An error without an answer goes to the caller, the outcome unknown.
-func once(o *s3.Options) { o.RetryMaxAttempts = 1 }
-
-// status is the HTTP status of an endpoint's answer, 0 if err carries none
-// (a transport error: the request may or may not have been applied).
-func status(err error) int {
-	var re *awshttp.ResponseError
-	if errors.As(err, &re) {
-		return re.HTTPStatusCode()
-	}
-	return 0
-}
-
-// conditionFailed reports whether err is a conditional write's refusal: 412
-// Precondition Failed (the ETag changed, or the object exists), or 409
-// ConditionalRequestConflict (a racing write to the key): the write was
-// not applied, and the guard reads again and retries.
-func conditionFailed(err error) bool {
-	s := status(err)
-	return s == 412 || s == 409
-}
-
-// notFound reports whether err is a 404: no such object.
-func notFound(err error) bool { return status(err) == 404 }
 
 // backoff waits before attempt (from 1) of a conditional write that lost a
 // race: a few jittered milliseconds, growing; false if ctx ended.
@@ -237,7 +203,7 @@ func fenceOf(meta map[string]string) (fence.Token, error) {
 }
 
 // lookup finds a user metadata key whatever its case: HTTP header names are
-// case-insensitive, and endpoints return them in different cases.
+// case-insensitive, and stores return them in different cases.
 func lookup(meta map[string]string, key string) (string, bool) {
 	if v, ok := meta[key]; ok {
 		return v, true
@@ -262,6 +228,3 @@ func nonce() string {
 
 // tokenString is a token as the guard stores it: decimal.
 func tokenString(t fence.Token) string { return strconv.FormatUint(uint64(t), 10) }
-
-// bucket returns the Bucket as the SDK takes it.
-func (g *Guard) bucket() *string { return aws.String(g.Bucket) }
