@@ -22,7 +22,8 @@
 //     engine/bolt (older data directories).
 //   - guards, the fencing rule inside the user's own store: guard/postgres,
 //     guard/redis, guard/etcd, guard/zookeeper, guard/dynamodb, guard/s3
-//     (over guard/object, the rule of object stores), guard/sqlguard (database/sql: PostgreSQL, MySQL, MariaDB), and
+//     and guard/azblob (over guard/object, the rule of object stores),
+//     guard/sqlguard (database/sql: PostgreSQL, MySQL, MariaDB), and
 //     guard/reject (their log line and metric). A guard links none of the
 //     engines or the server.
 //   - transport: httpapi (the v1 HTTP API's server side), wire (what server

@@ -6,7 +6,8 @@
 // package (StartZooKeeper), and DynamoDB Local from a pinned npm package
 // (StartDynamoDB), and MariaDB from Debian's mariadb-server (StartMariaDB), and
 // SeaweedFS's S3 gateway from its weed binary, built once per machine from a
-// pinned module version (StartSeaweedFS, SeaweedFSBinary). Every server is its own OS process, in a directory the
+// pinned module version (StartSeaweedFS, SeaweedFSBinary), and Azurite's blob
+// service from a pinned npm package (StartAzurite). Every server is its own OS process, in a directory the
 // caller gives, listening on free ports on 127.0.0.1 and nowhere else, with
 // the production durability settings (fsync on). Members and nodes can be
 // killed (SIGKILL), restarted on the same data and ports, paused (SIGSTOP)

