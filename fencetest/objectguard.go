@@ -15,7 +15,7 @@ import (
 
 // TestObjectGuard is the conformance suite of fencing guards over object
 // stores (package guard/object): every store's adapter (guard/s3,
-// guard/azblob, guard/gcs) runs it against a real server of its kind. It
+// guard/azblob) runs it against a real server of its kind. It
 // runs the guard suites above (TestGuard and the others) on the guard's
 // manifest mode, and the per-object mode's own: stale and fresh writers
 // racing, tombstones, sequencers, refusals counted; revisions; and the

@@ -1,6 +1,6 @@
 // Package object is the fencing rule over object stores with conditional
 // writes, whatever the store: S3 and S3-compatible servers (guard/s3),
-// Azure Blob Storage (guard/azblob), Google Cloud Storage (guard/gcs). A
+// Azure Blob Storage (guard/azblob); see below for Google Cloud Storage. A
 // store is a Store: read an object with its version (an ETag, a
 // generation), write one only if its version is still the one read, or
 // only if it is absent, in one atomic step of the store. On that one
@@ -74,6 +74,20 @@
 // conditional delete with the current version deletes. A store that fails
 // a case gets an error wrapping ErrEndpoint, naming the case, for every
 // write. TrustEndpoint skips the check.
+//
+// # Google Cloud Storage
+//
+// GCS has the same primitive, with generations for versions: a write with
+// ifGenerationMatch=<generation> (or 0: only if absent), a 412 when the
+// precondition fails, custom metadata for the fence; a Store of it is
+// Head/Get/Put/Delete of the JSON API with those preconditions (its XML
+// API's S3 interoperability takes x-goog-if-generation-match, not If-Match,
+// on uploads, so guard/s3 cannot be pointed at it). No GCS store is
+// shipped: it could not be tested here. GCS itself is not reachable from
+// the machines fence is built on, and its emulator, fake-gcs-server
+// (v1.56.1), takes ifGenerationMatch on uploads, atomically, but ignores
+// it on objects.delete, so it would fail the conformance check's
+// delete-stale case, as a store that cannot refuse a stale delete must.
 //
 // It does not log: it returns errors, and counts and logs refusals in
 // Rejections if set.

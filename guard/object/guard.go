@@ -47,8 +47,7 @@ var ErrContended = errors.New("object: contended: other writers changed the obje
 var ErrEndpoint = errors.New("object: the store's conditional writes fail the conformance check")
 
 // Guard enforces fencing tokens on writes to an object store with
-// conditional writes (a Store: S3, Azure Blob Storage, Google Cloud
-// Storage), in two ways (see the package doc): per object (PutObject,
+// conditional writes (a Store: S3, Azure Blob Storage), in two ways (see the package doc): per object (PutObject,
 // DeleteObject: each object is a resource, and carries its own fence), and
 // many objects under one resource (Write, Claim: immutable data objects and
 // a manifest that commits them with the resource's fence by
@@ -103,7 +102,7 @@ type Guard struct {
 	TrustEndpoint bool
 
 	store Store
-	name  string // the store's, in errors: "s3", "azblob", "gcs"
+	name  string // the store's, in errors: "s3", "azblob"
 
 	trustMu sync.Mutex
 	trusted bool  // the check passed

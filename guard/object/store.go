@@ -33,8 +33,8 @@ var (
 )
 
 // Store is an object store with conditional writes, as a Guard uses it: one
-// bucket (or container) of S3, Azure Blob Storage or Google Cloud Storage,
-// through an adapter (packages guard/s3, guard/azblob, guard/gcs). Its
+// bucket (or container) of S3 or Azure Blob Storage, through an adapter
+// (packages guard/s3, guard/azblob). Its
 // methods are safe for concurrent use. Every error wraps
 // ErrConditionFailed, ErrNotFound or ErrNoAnswer where it is one of those;
 // any other error is an answer of the store that refused the request.
