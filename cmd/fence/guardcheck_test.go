@@ -2,10 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"testing"
 
@@ -31,15 +27,8 @@ func TestGuardCheck(t *testing.T) {
 	}
 	t.Logf("%s", stdout)
 
-	target, _ := url.Parse(s.S3)
-	rp := httputil.NewSingleHostReverseProxy(target)
-	dropper := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Del("If-Match")
-		r.Header.Del("If-None-Match")
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(dropper.Close)
-	code, stdout, stderr = runFence(t.Context(), "", "guard-check", "-o", "json", "s3://checked/app?endpoint="+dropper.URL)
+	dropper := testserver.DropHeaders(t, s.S3)
+	code, stdout, stderr = runFence(t.Context(), "", "guard-check", "-o", "json", "s3://checked/app?endpoint="+dropper)
 	var rep struct {
 		OK    bool `json:"ok"`
 		Cases []struct {

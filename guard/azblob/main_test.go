@@ -3,10 +3,6 @@ package azblob_test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -102,19 +98,5 @@ func newClient(tb testing.TB, sasURL string) *container.Client {
 // negative control of the conformance check.
 func headerDropper(tb testing.TB, sasURL string) string {
 	tb.Helper()
-	u, err := url.Parse(sasURL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	target := &url.URL{Scheme: u.Scheme, Host: u.Host}
-	rp := httputil.NewSingleHostReverseProxy(target)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Del("If-Match")
-		r.Header.Del("If-None-Match")
-		rp.ServeHTTP(w, r)
-	}))
-	tb.Cleanup(srv.Close)
-	p, _ := url.Parse(srv.URL)
-	u.Host = p.Host
-	return u.String()
+	return testserver.DropHeaders(tb, sasURL)
 }

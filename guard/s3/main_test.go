@@ -3,10 +3,6 @@ package s3_test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -89,16 +85,5 @@ func newBucket(tb testing.TB) (api *s3.Client, name, prefix string) {
 // the conformance check.
 func headerDropper(tb testing.TB) *s3.Client {
 	tb.Helper()
-	target, err := url.Parse(server.S3)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	rp := httputil.NewSingleHostReverseProxy(target)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Del("If-Match")
-		r.Header.Del("If-None-Match")
-		rp.ServeHTTP(w, r)
-	}))
-	tb.Cleanup(srv.Close)
-	return newClient(srv.URL)
+	return newClient(testserver.DropHeaders(tb, server.S3))
 }
