@@ -13,11 +13,14 @@
 #   PEERS=/path/to/peers FENCE=/tmp/fence bench/cluster.sh
 #
 # Knobs: ROUNDS=3 DUR=10s CASES=seq,par,contend OUT=cluster-<time>.jsonl
+# BASE=/path/to/an/older/fence measures it too, in every round, beside FENCE
+# (a before/after of a change, alternating in one run).
 set -uo pipefail
 ROUNDS=${ROUNDS:-3}; DUR=${DUR:-10s}; CASES=${CASES:-seq,par,contend}
 OUT=${OUT:-cluster-$(date +%Y%m%d-%H%M%S).jsonl}
 FENCE=${FENCE:?FENCE: the fence binary}
 PEERS=${PEERS:?PEERS: the peer benchmark binary}
+BASE=${BASE:-}
 PGB=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 pids=(); T=""
 stop_all() {
@@ -41,7 +44,7 @@ leader_of() { for a in "$@"; do curl -s $a/v1/cluster | grep -q '^{"role":"leade
 wait_leader() { L=""; for _ in $(seq 100); do l=$(leader_of "$@"); [ -n "$l" ] && { L=${l#http://}; return; }; sleep 0.1; done; }
 start_fence_etcd() {
   start_etcd
-  for i in 1 2 3; do $FENCE serve --listen 127.0.0.1:3277$i --store etcd://127.0.0.1:32371,127.0.0.1:32372,127.0.0.1:32373/fence/ >$T/f$i.log 2>&1 & pids+=($!); done
+  for i in 1 2 3; do $FENCE_BIN serve --listen 127.0.0.1:3277$i --store etcd://127.0.0.1:32371,127.0.0.1:32372,127.0.0.1:32373/fence/ >$T/f$i.log 2>&1 & pids+=($!); done
   wait_leader http://127.0.0.1:32771 http://127.0.0.1:32772 http://127.0.0.1:32773
 }
 start_fence_pg() {
@@ -55,18 +58,21 @@ start_fence_pg() {
   runuser -u postgres -- $PGB/pg_ctl -D $T/pg2 -w -l $T/pg2/log start >/dev/null
   for _ in $(seq 50); do [ "$(psql -h 127.0.0.1 -p 32541 -U postgres -Atc "select sync_state from pg_stat_replication")" = sync ] && break; sleep 0.2; done
   local url="postgres://postgres@127.0.0.1:32541,127.0.0.1:32542/postgres?sslmode=disable&target_session_attrs=read-write"
-  for i in 1 2; do $FENCE serve --listen 127.0.0.1:3278$i --store "$url" >$T/p$i.log 2>&1 & pids+=($!); done
+  for i in 1 2; do $FENCE_BIN serve --listen 127.0.0.1:3278$i --store "$url" >$T/p$i.log 2>&1 & pids+=($!); done
   wait_leader http://127.0.0.1:32781 http://127.0.0.1:32782
 }
 for r in $(seq $ROUNDS); do
   start_etcd
   $PEERS -system etcd -addr 127.0.0.1:32371 -variant "etcd 3.4, 3 members" -round $r -dur $DUR -json $OUT -cases $CASES -quiet-max 20s -clean-retries 0
   stop_all
-  start_fence_etcd; echo "fence leader $L" >&2
-  $PEERS -system fence -addr $L -variant "fence, 3 servers on 3-member etcd" -round $r -dur $DUR -json $OUT -cases $CASES -quiet-max 20s -clean-retries 0
-  stop_all
-  start_fence_pg; echo "fence-on-pg leader $L" >&2
-  $PEERS -system fence -addr $L -variant "fence, 2 servers on PostgreSQL + sync standby" -round $r -dur $DUR -json $OUT -cases $CASES -quiet-max 20s -clean-retries 0
-  stop_all
+  for bin in $FENCE $BASE; do
+    FENCE_BIN=$bin; tag=""; [ "$bin" = "$BASE" ] && tag=" (base)"
+    start_fence_etcd; echo "fence$tag leader $L" >&2
+    $PEERS -system fence -addr $L -variant "fence$tag, 3 servers on 3-member etcd" -round $r -dur $DUR -json $OUT -cases $CASES -quiet-max 20s -clean-retries 0
+    stop_all
+    start_fence_pg; echo "fence-on-pg$tag leader $L" >&2
+    $PEERS -system fence -addr $L -variant "fence$tag, 2 servers on PostgreSQL + sync standby" -round $r -dur $DUR -json $OUT -cases $CASES -quiet-max 20s -clean-retries 0
+    stop_all
+  done
 done
 $PEERS -mode report -json $OUT

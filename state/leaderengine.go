@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fence-lock/fence"
@@ -28,12 +29,16 @@ type Remote interface {
 	// Entry reads the entry under resource/key, linearizably.
 	Entry(ctx context.Context, resource, key string) (Entry, bool, error)
 	// Commit applies c atomically if epoch is still the current writer
-	// epoch, and returns after it is durable (replicated, as the engine
-	// defines it). It returns an error wrapping ErrDeposed when epoch is not
-	// current (nothing applied), ErrNotApplied when the engine certainly
-	// applied nothing (a limit), and any other error when the outcome is
-	// unknown. An empty c checks the epoch only: it confirms that reads made
-	// before it were current.
+	// epoch and the commit numbered c.Seq-1 in this epoch was applied (the
+	// epoch starts at 0), and returns after it is durable (replicated, as
+	// the engine defines it). Several commits may be in flight at once. It
+	// returns an error wrapping ErrDeposed when epoch is not current
+	// (nothing applied), ErrOutOfOrder when commit c.Seq-1 has not been
+	// applied (nothing applied), ErrNotApplied when the engine certainly
+	// applied nothing otherwise (a limit), and any other error when the
+	// outcome is unknown. An empty c (Seq 0) checks the epoch only,
+	// whatever commits are in flight: it confirms that reads made before
+	// it were current.
 	Commit(ctx context.Context, epoch Epoch, c *Changes) error
 }
 
@@ -46,6 +51,7 @@ type Changes struct {
 	Entries   map[EntryID]*Entry  // entries to store; nil: delete
 	Rev       fence.Rev           // the store revision after the commit
 	RevSet    bool                // Rev changed in this commit
+	Seq       uint64              // the commit's number in its epoch, from 1; 0 if it writes nothing
 }
 
 // Bytes returns the bytes of the values c writes.
@@ -71,6 +77,9 @@ const DefaultCommitTimeout = 10 * time.Second
 // DefaultReadTimeout is the default LeaderEngine.ReadTimeout.
 const DefaultReadTimeout = 5 * time.Second
 
+// DefaultMaxInFlight is the default LeaderEngine.MaxInFlight.
+const DefaultMaxInFlight = 4
+
 // LeaderEngine is the Engine of a leader on a Remote, for one writer epoch: every
 // resource in memory (loaded when the term starts), entries read through
 // and kept up to a size, and every transaction committed to the Remote on
@@ -79,9 +88,15 @@ const DefaultReadTimeout = 5 * time.Second
 // commit after another server has raised the epoch applies nothing and
 // returns ErrDeposed, and the DB on the LeaderEngine then stops.
 //
-// LeaderEngine is not a Viewer: a DB sends reads through Update, so that the
-// commit's epoch check confirms them (a deposed leader never answers from
-// stale memory).
+// Commits are pipelined (a Sender): up to MaxInFlight are sent at once,
+// each built on the ones before it and numbered in the epoch, so that the
+// Remote applies each only after the one before it; each is kept in memory
+// once it and every one before it are applied.
+//
+// Reads are of the committed state in memory, confirmed by the read index
+// (a Confirmer): one epoch check, which writes nothing on etcd, for every
+// read waiting, beside the commits. A deposed leader never answers from
+// stale memory: its check fails.
 type LeaderEngine struct {
 	// MaxEntryBytes bounds the bytes of values kept in memory; entries
 	// beyond it are dropped and read again from the Remote. Default
@@ -96,18 +111,36 @@ type LeaderEngine struct {
 	// it, so one engine node that does not answer must not hold them
 	// longer. Default DefaultReadTimeout.
 	ReadTimeout time.Duration
+	// MaxInFlight is how many commits may be in flight at once. Default
+	// DefaultMaxInFlight; 1 sends each after the one before is applied.
+	MaxInFlight int
 
-	remote Remote
-	epoch  Epoch
+	remote    Remote
+	epoch     Epoch
+	resending atomic.Int32 // commits being sent again after an unknown outcome
 
-	mu         sync.Mutex // guards what follows; Update runs one at a time anyway
+	mu         sync.Mutex // guards what follows
 	resources  map[string]Resource
 	rev        fence.Rev
 	entries    map[EntryID]Entry
 	entryBytes int
+	pending    []*pendingCommit // sent and not yet applied, in order
+	sent       uint64           // the number of the last commit sent
+	applied    uint64           // the number of the last commit applied
 }
 
-var _ Engine = (*LeaderEngine)(nil)
+// pendingCommit is a commit in flight.
+type pendingCommit struct {
+	ch   *Changes
+	done chan struct{} // closed once it is applied and kept, or has failed
+	err  error
+}
+
+var (
+	_ Engine    = (*LeaderEngine)(nil)
+	_ Sender    = (*LeaderEngine)(nil)
+	_ Confirmer = (*LeaderEngine)(nil)
+)
 
 // NewLeaderEngine loads the state of remote for a leader of epoch. Call it after
 // the epoch is raised.
@@ -142,28 +175,94 @@ func (c *LeaderEngine) Len() int {
 	return len(c.resources)
 }
 
-// Update implements Engine: fn runs on an overlay of the cache, whose
-// writes are committed to the Remote and then, if applied, kept.
+// Update implements Engine: Send, then wait for the answer.
 func (c *LeaderEngine) Update(ctx context.Context, fn func(tx Tx) error) error {
-	tx := NewOverlay(cacheBase{c})
-	if err := fn(tx); err != nil {
+	result, err := c.Send(fn)
+	if err != nil {
 		return err
+	}
+	if err := <-result; err != nil {
+		c.Settle()
+		return err
+	}
+	return nil
+}
+
+// Depth implements Sender: MaxInFlight, or 1 while a commit is being sent
+// again after an unknown outcome. A commit can apply only after the one
+// before it, so while the engine fails attempts (a member cut off, an
+// election), commits in flight wait for each other, each for attempts of
+// its own: then the changes are better carried by one commit at a time,
+// each with all the changes queued, as without a pipeline.
+func (c *LeaderEngine) Depth() int {
+	if c.resending.Load() > 0 {
+		return 1
+	}
+	return max(1, cmp.Or(c.MaxInFlight, DefaultMaxInFlight))
+}
+
+// Send implements Sender: fn runs on an overlay of the cache and of the
+// commits in flight, and its writes are committed to the Remote, numbered
+// after them, in a goroutine of its own; once applied, and once every
+// commit before it is, they are kept in memory.
+func (c *LeaderEngine) Send(fn func(tx Tx) error) (<-chan error, error) {
+	tx := NewOverlay(pendingBase{c})
+	if err := fn(tx); err != nil {
+		return nil, err
 	}
 	ch, err := tx.Changes()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, cmp.Or(c.CommitTimeout, DefaultCommitTimeout))
-	err = c.commit(cctx, ch)
-	cancel()
-	if err != nil {
-		return err
+	p := &pendingCommit{ch: ch, done: make(chan struct{})}
+	c.mu.Lock()
+	if !ch.Empty() {
+		c.sent++
+		ch.Seq = c.sent
 	}
+	var prev *pendingCommit
+	if n := len(c.pending); n > 0 {
+		prev = c.pending[n-1]
+	}
+	c.pending = append(c.pending, p)
+	c.mu.Unlock()
+	result := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(context.Background(), cmp.Or(c.CommitTimeout, DefaultCommitTimeout))
+		err := c.commit(cctx, ch, prev)
+		cancel()
+		if prev != nil {
+			<-prev.done
+			if prev.err != nil && err == nil {
+				// Only a commit that writes nothing can apply after one
+				// that failed; what it confirmed was built on that one.
+				err = fmt.Errorf("state: %w", ErrOutOfOrder)
+			}
+		}
+		if err == nil {
+			c.keep(p)
+		}
+		p.err = err
+		close(p.done)
+		result <- err
+	}()
+	return result, nil
+}
+
+// keep applies p, the oldest commit in flight, to memory.
+func (c *LeaderEngine) keep(p *pendingCommit) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(c.pending) > 0 && c.pending[0] == p {
+		c.pending = c.pending[1:]
+	}
+	ch := p.ch
 	maps.Copy(c.resources, ch.Resources)
 	if ch.RevSet {
 		c.rev = ch.Rev
+	}
+	if ch.Seq > 0 {
+		c.applied = ch.Seq
 	}
 	for id, e := range ch.Entries {
 		c.dropLocked(id)
@@ -171,7 +270,48 @@ func (c *LeaderEngine) Update(ctx context.Context, fn func(tx Tx) error) error {
 			c.keepLocked(id, *e)
 		}
 	}
-	return nil
+}
+
+// Settle implements Sender: the commits that failed are forgotten, and the
+// next is numbered after the last one applied.
+func (c *LeaderEngine) Settle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending = nil
+	c.sent = c.applied
+}
+
+// View implements Viewer: fn reads the committed state in memory (and,
+// for an entry not in memory, the Remote). Its writes are dropped.
+func (c *LeaderEngine) View(ctx context.Context, fn func(tx Tx) error) error {
+	return fn(NewOverlay(cacheBase{c}))
+}
+
+// Confirm implements Confirmer: an empty commit, which checks the epoch.
+// It is tried again for up to ReadTimeout, each attempt for a fifth of it,
+// unless the epoch moved: a check changes nothing.
+func (c *LeaderEngine) Confirm(ctx context.Context) error {
+	c.mu.Lock()
+	rev := c.rev
+	c.mu.Unlock()
+	timeout := cmp.Or(c.ReadTimeout, DefaultReadTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		actx, acancel := context.WithTimeout(ctx, timeout/5)
+		err := c.remote.Commit(actx, c.epoch, &Changes{Rev: rev})
+		acancel()
+		if err == nil || errors.Is(err, ErrDeposed) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }
 
 // Resender is implemented by Remotes whose commits may be sent again after
@@ -182,50 +322,76 @@ type Resender interface {
 	Resends() bool
 }
 
-// commit commits ch to the Remote. On a Resender, a commit whose outcome is
-// unknown (a connection lost to an engine node that died, an engine
-// electing a new leader) is sent again, the same changes under the same
-// epoch, until one is certainly applied or ctx ends: a Remote's changes
-// are values to store, never increments, so applying them twice is
-// applying them once, and the Remote keeps a late attempt from applying
-// after the next commit. So the engine's own recovery (a new etcd leader
-// elected in a few seconds) costs this leader its term no more. Only a
-// success settles an unknown outcome: a refusal of a later attempt
-// (deposed, not applied) says nothing of the first, which stays unknown.
-func (c *LeaderEngine) commit(ctx context.Context, ch *Changes) error {
+// commit commits ch to the Remote, after prev (nil if none is in flight).
+//
+// A commit refused because prev was not applied yet (the Remote may take
+// commits in flight out of order) is sent again once prev is applied, and
+// fails with ErrOutOfOrder if prev failed.
+//
+// On a Resender, a commit whose outcome is unknown (a connection lost to an
+// engine node that died, an engine electing a new leader) is sent again,
+// the same changes under the same epoch and number, until one is certainly
+// applied or ctx ends: a Remote's changes are values to store, never
+// increments, so applying them twice is applying them once, and the Remote
+// keeps a late attempt from applying after the next commit. So the engine's
+// own recovery (a new etcd leader elected in a few seconds) costs this
+// leader its term no more. Only a success settles an unknown outcome: a
+// refusal of a later attempt (deposed, not applied) says nothing of the
+// first, which stays unknown.
+func (c *LeaderEngine) commit(ctx context.Context, ch *Changes, prev *pendingCommit) error {
 	// Each attempt gets a tenth of the time, so that one sent while the
 	// engine elects a leader (etcd holds it until its own timeout) or to a
 	// node that no longer answers is sent again soon.
 	timeout := cmp.Or(c.CommitTimeout, DefaultCommitTimeout)
+	r, ok := c.remote.(Resender)
+	resends := ok && r.Resends()
 	attempt := func() error {
+		if !resends {
+			return c.remote.Commit(ctx, c.epoch, ch)
+		}
 		actx, cancel := context.WithTimeout(ctx, timeout/10)
 		defer cancel()
 		return c.remote.Commit(actx, c.epoch, ch)
 	}
-	r, ok := c.remote.(Resender)
-	if !ok || !r.Resends() {
-		return c.remote.Commit(ctx, c.epoch, ch)
-	}
-	first := attempt()
-	if first == nil || errors.Is(first, ErrDeposed) || errors.Is(first, ErrNotApplied) {
-		return first
-	}
+	var first error // the first unknown outcome
 	backoff := 20 * time.Millisecond
-	for n := 2; ; n++ {
+	for n := 1; ; n++ {
+		err := attempt()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrOutOfOrder) && prev != nil:
+			select {
+			case <-prev.done:
+			case <-ctx.Done():
+				return cmp.Or(first, err)
+			}
+			if prev.err != nil {
+				return cmp.Or(first, err)
+			}
+			prev = nil // applied: this one can apply now
+			continue
+		case errors.Is(err, ErrDeposed), errors.Is(err, ErrNotApplied):
+			if first != nil {
+				return fmt.Errorf("%w (sent again, it was refused: %v; the first may have been applied)", first, err)
+			}
+			return err
+		case !resends:
+			return err
+		}
+		if first == nil {
+			first = err
+			c.resending.Add(1)
+			defer c.resending.Add(-1)
+		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%w (sent %d times in %s)", first, n-1, timeout)
+			return fmt.Errorf("%w (sent %d times in %s)", first, n, timeout)
 		case <-t.C:
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
-		switch err := attempt(); {
-		case err == nil:
-			return nil
-		case errors.Is(err, ErrDeposed), errors.Is(err, ErrNotApplied):
-			return fmt.Errorf("%w (sent again, it was refused: %v; the first may have been applied)", first, err)
-		}
 	}
 }
 
@@ -318,6 +484,74 @@ func (b cacheBase) Resources(fn func(name string, r Resource) error) error {
 	b.c.mu.Lock()
 	all := maps.Clone(b.c.resources)
 	b.c.mu.Unlock()
+	for name, r := range all {
+		if err := fn(name, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pendingBase is the state a commit sent now builds on: the commits in
+// flight, newest first, over the committed state (cacheBase).
+type pendingBase struct{ c *LeaderEngine }
+
+// inFlight returns the changes of the commits in flight, oldest first.
+func (b pendingBase) inFlight() []*Changes {
+	b.c.mu.Lock()
+	defer b.c.mu.Unlock()
+	chs := make([]*Changes, len(b.c.pending))
+	for i, p := range b.c.pending {
+		chs[i] = p.ch
+	}
+	return chs
+}
+
+func (b pendingBase) Resource(name string) (Resource, error) {
+	chs := b.inFlight()
+	for i := len(chs) - 1; i >= 0; i-- {
+		if r, ok := chs[i].Resources[name]; ok {
+			return r, nil
+		}
+	}
+	return cacheBase(b).Resource(name)
+}
+
+func (b pendingBase) Entry(resource, key string) (Entry, bool, error) {
+	chs := b.inFlight()
+	for i := len(chs) - 1; i >= 0; i-- {
+		if e, ok := chs[i].Entries[EntryID{resource, key}]; ok {
+			if e == nil {
+				return Entry{}, false, nil
+			}
+			return *e, true, nil
+		}
+	}
+	return cacheBase(b).Entry(resource, key)
+}
+
+func (b pendingBase) Rev() (fence.Rev, error) {
+	if chs := b.inFlight(); len(chs) > 0 {
+		return chs[len(chs)-1].Rev, nil
+	}
+	return cacheBase(b).Rev()
+}
+
+func (b pendingBase) Resources(fn func(name string, r Resource) error) error {
+	chs := b.inFlight()
+	if len(chs) == 0 {
+		return cacheBase(b).Resources(fn)
+	}
+	all := map[string]Resource{}
+	if err := cacheBase(b).Resources(func(name string, r Resource) error {
+		all[name] = r
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, ch := range chs {
+		maps.Copy(all, ch.Resources)
+	}
 	for name, r := range all {
 		if err := fn(name, r); err != nil {
 			return err

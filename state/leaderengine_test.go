@@ -18,20 +18,24 @@ import (
 // unit tests: the real ones (etcd, postgres) run the same suites against
 // real servers.
 type memRemote struct {
-	mu        sync.Mutex
-	epoch     state.Epoch
-	resources map[string]state.Resource
-	entries   map[state.EntryID]state.Entry
-	rev       fence.Rev
-	commits   int
-	reads     int
-	fail      error         // if set, Commit returns it after applying (an unknown outcome)
-	failN     int           // with fail: only the next failN commits fail so
-	deposeOn  bool          // with fail: another server raises the epoch right after a commit fails
-	noResend  bool          // Resends reports false: commits of unknown outcome are not sent again
-	hangRead  chan struct{} // if set, Entry waits until it is closed or ctx ends
-	refuse    error         // if set, Commit returns it without applying
-	maxEntry  int           // if > 0, a commit with more entries is refused (ErrNotApplied)
+	mu         sync.Mutex
+	epoch      state.Epoch
+	resources  map[string]state.Resource
+	entries    map[state.EntryID]state.Entry
+	rev        fence.Rev
+	seq        uint64 // the number of the last commit applied in this epoch
+	commits    int
+	reads      int
+	fail       error                  // if set, Commit returns it after applying (an unknown outcome)
+	failN      int                    // with fail: only the next failN commits fail so
+	deposeOn   bool                   // with fail: another server raises the epoch right after a commit fails
+	noResend   bool                   // Resends reports false: commits of unknown outcome are not sent again
+	hangRead   chan struct{}          // if set, Entry waits until it is closed or ctx ends
+	refuse     error                  // if set, Commit returns it without applying
+	maxEntry   int                    // if > 0, a commit with more entries is refused (ErrNotApplied)
+	hold       func(c *state.Changes) // if set, Commit calls it first, unlocked (commits in flight)
+	refuseSeq  uint64                 // if > 0, the first attempt of the commit numbered so is refused (ErrNotApplied)
+	outOfOrder int                    // commits refused with ErrOutOfOrder
 }
 
 func newMemRemote() *memRemote {
@@ -43,6 +47,7 @@ func (m *memRemote) lead() state.Epoch {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.epoch++
+	m.seq = 0
 	return m.epoch
 }
 
@@ -76,8 +81,15 @@ func (m *memRemote) Entry(ctx context.Context, resource, key string) (state.Entr
 }
 
 func (m *memRemote) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes) error {
+	if m.hold != nil {
+		m.hold(c)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if c.Seq > 0 && c.Seq == m.refuseSeq {
+		m.refuseSeq = 0
+		return fmt.Errorf("mem: commit %d: %w", c.Seq, state.ErrNotApplied)
+	}
 	if epoch != m.epoch {
 		return fmt.Errorf("mem: epoch %d, current %d: %w", epoch, m.epoch, state.ErrDeposed)
 	}
@@ -86,6 +98,16 @@ func (m *memRemote) Commit(ctx context.Context, epoch state.Epoch, c *state.Chan
 	}
 	if m.maxEntry > 0 && len(c.Entries) > m.maxEntry {
 		return fmt.Errorf("mem: %d entries: %w", len(c.Entries), state.ErrNotApplied)
+	}
+	if c.Seq > 0 {
+		switch {
+		case m.seq < c.Seq-1:
+			m.outOfOrder++
+			return fmt.Errorf("mem: commit %d after %d: %w", c.Seq, m.seq, state.ErrOutOfOrder)
+		case m.seq > c.Seq:
+			return fmt.Errorf("mem: commit %d after %d: a late attempt", c.Seq, m.seq)
+		}
+		m.seq = c.Seq
 	}
 	m.commits++
 	maps.Copy(m.resources, c.Resources)
@@ -389,5 +411,203 @@ func TestLeaderEngine_ReadThrough(t *testing.T) {
 	}
 	if _, err := next.Get(ctx, "r", "missing"); !errors.Is(err, fence.ErrNotFound) {
 		t.Fatalf("Get(missing) err=%v, want ErrNotFound", err)
+	}
+}
+
+// TestLeaderEngine_Pipeline checks the pipelined commit: commits are in
+// flight at once (MaxInFlight of them), each built on the ones before it,
+// and what the engine and the DB hold at the end is the same.
+func TestLeaderEngine_Pipeline(t *testing.T) {
+	ctx := t.Context()
+	m := newMemRemote()
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	m.hold = func(c *state.Changes) {
+		if c.Seq == 0 {
+			return
+		}
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		// Wait until the pipeline is full (or for a while): then the
+		// commits behind this one were sent before it was applied.
+		for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); {
+			mu.Lock()
+			full := most >= state.DefaultMaxInFlight
+			mu.Unlock()
+			if full {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+	}
+	db := openCache(t, m)
+	const n = 64
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		if i < state.DefaultMaxInFlight {
+			// One at a time until the pipeline is full: each change its
+			// own commit, sent while the ones before are held.
+			for deadline := time.Now().Add(time.Second); ; time.Sleep(time.Millisecond) {
+				mu.Lock()
+				sent := inFlight
+				mu.Unlock()
+				if sent >= i || time.Now().After(deadline) {
+					break
+				}
+			}
+		}
+		wg.Go(func() {
+			// Two grants of one resource: the second is built on the
+			// first, whichever commit each is in.
+			r := fmt.Sprintf("r%d", i%8)
+			if _, err := db.Grant(ctx, r, "h", time.Minute, time.Now()); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if most != state.DefaultMaxInFlight {
+		t.Fatalf("at most %d commits in flight, want %d", most, state.DefaultMaxInFlight)
+	}
+	for i := range 8 {
+		r := fmt.Sprintf("r%d", i)
+		if got := m.resources[r].LastToken; got != n/8 {
+			t.Errorf("%s: LastToken %d in the engine, want %d: one per grant", r, got, n/8)
+		}
+		if got, _ := db.Fence(ctx, r); got != m.resources[r].LastFence {
+			t.Errorf("%s: the DB says last fence %d, the engine %d", r, got, m.resources[r].LastFence)
+		}
+	}
+}
+
+// TestLeaderEngine_PipelineOutOfOrder checks that a commit that reaches the
+// engine before the one it follows (refused: ErrOutOfOrder) is sent again
+// once that one is applied, and both are.
+func TestLeaderEngine_PipelineOutOfOrder(t *testing.T) {
+	ctx := t.Context()
+	m := newMemRemote()
+	second := make(chan struct{})
+	var once sync.Once
+	m.hold = func(c *state.Changes) {
+		switch c.Seq {
+		case 1:
+			<-second // commit 2 arrives first
+		case 2:
+			once.Do(func() { time.AfterFunc(20*time.Millisecond, func() { close(second) }) })
+		}
+	}
+	db := openCache(t, m)
+	tokens := make(chan fence.Token, 2)
+	go func() {
+		tok, err := db.Grant(ctx, "a", "h", time.Minute, time.Now())
+		if err != nil {
+			t.Error(err)
+		}
+		tokens <- tok
+	}()
+	time.Sleep(10 * time.Millisecond) // commit 1 is sent and held
+	if tok, err := db.Grant(ctx, "b", "h", time.Minute, time.Now()); err != nil || tok != 1 {
+		t.Fatalf("the second Grant=%d, %v", tok, err)
+	}
+	if tok := <-tokens; tok != 1 {
+		t.Fatalf("the first Grant=%d", tok)
+	}
+	if m.outOfOrder == 0 {
+		t.Fatal("no commit was refused out of order: the test did not send commit 2 first")
+	}
+	if m.resources["a"].LastToken != 1 || m.resources["b"].LastToken != 1 || m.seq != 2 {
+		t.Fatalf("engine: a=%d b=%d after commit %d; want both applied, in 2 commits", m.resources["a"].LastToken, m.resources["b"].LastToken, m.seq)
+	}
+}
+
+// TestLeaderEngine_PipelineFailure checks that when a commit fails (not
+// applied: a limit), the commit sent after it on its state is not applied
+// either, and that its changes are sent again on what is applied: the DB
+// and the engine agree, and the DB goes on.
+func TestLeaderEngine_PipelineFailure(t *testing.T) {
+	ctx := t.Context()
+	m := newMemRemote()
+	m.refuseSeq = 1
+	second := make(chan struct{})
+	m.hold = func(c *state.Changes) {
+		if c.Seq == 1 && m.refuseSeq == 1 {
+			select {
+			case <-second: // commit 2 is in flight, built on commit 1
+			case <-time.After(2 * time.Second):
+			}
+		}
+		if c.Seq == 2 {
+			select {
+			case <-second:
+			default:
+				close(second)
+			}
+		}
+	}
+	db := openCache(t, m)
+	first := make(chan error, 1)
+	go func() {
+		_, err := db.Grant(ctx, "r", "a", time.Minute, time.Now())
+		first <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // commit 1 is sent and held
+	// Built on commit 1: r is held by a, so b is refused... unless commit 1
+	// failed, which the DB learns only later; so b's grant goes on s.
+	tok, err := db.Grant(ctx, "s", "b", time.Minute, time.Now())
+	if err != nil || tok != 1 {
+		t.Fatalf("the Grant sent after the failed commit=%d, %v; want it sent again and applied", tok, err)
+	}
+	if err := <-first; !errors.Is(err, fence.ErrClosed) {
+		t.Fatalf("the Grant of the refused commit: %v, want unavailable", err)
+	}
+	if db.Err() != nil {
+		t.Fatalf("Err()=%v, want the DB in service", db.Err())
+	}
+	if m.outOfOrder == 0 {
+		t.Fatal("no commit was refused out of order: commit 2 was not sent while commit 1 was in flight")
+	}
+	if _, ok := m.resources["r"]; ok {
+		t.Fatal("the engine has r, whose commit was refused")
+	}
+	if got, _ := db.Fence(ctx, "r"); got != 0 {
+		t.Fatalf("the DB says r's last fence is %d, want 0: its commit was refused", got)
+	}
+	if tok, err := db.Grant(ctx, "r", "a", time.Minute, time.Now()); err != nil || tok != 1 {
+		t.Fatalf("a Grant of r after=%d, %v; want token 1", tok, err)
+	}
+}
+
+// TestLeaderEngine_ReadIndex checks that reads are confirmed by an epoch
+// check that writes nothing (no numbered commit), and that a deposed
+// leader's reads fail with not_leader.
+func TestLeaderEngine_ReadIndex(t *testing.T) {
+	ctx := t.Context()
+	m := newMemRemote()
+	db := openCache(t, m)
+	if _, err := db.Grant(ctx, "r", "a", time.Minute, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	seq := m.seq
+	for range 3 {
+		if got, err := db.Fence(ctx, "r"); err != nil || got != 1 {
+			t.Fatalf("LastFence=%d, %v", got, err)
+		}
+	}
+	if m.seq != seq {
+		t.Fatalf("reads made %d numbered commits, want none", m.seq-seq)
+	}
+	m.lead() // another server takes over
+	if _, err := db.Fence(ctx, "r"); !errors.Is(err, fence.ErrNotLeader) {
+		t.Fatalf("a deposed leader's read: %v, want not_leader", err)
 	}
 }

@@ -5,7 +5,12 @@ import "github.com/prometheus/client_golang/prometheus"
 var (
 	commitDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "fence_storage_commit_duration_seconds",
-		Help:    "Time to apply and fsync one commit (one engine transaction).",
+		Help:    "Time from sending one commit (one engine transaction) to its acknowledgement: applied and durable, and every commit before it too.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+	})
+	confirmDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "fence_storage_read_confirm_duration_seconds",
+		Help:    "Time to confirm one batch of linearizable reads on a replicated engine (the read index's epoch check).",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	})
 	commitBatchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -15,9 +20,9 @@ var (
 	})
 )
 
-// Metrics returns the commit's Prometheus metrics (fence_storage_commit_*),
+// Metrics returns the storage's Prometheus metrics (fence_storage_*),
 // shared by every DB of the process. The package registers them nowhere:
 // register them in the registry that serves them.
 func Metrics() []prometheus.Collector {
-	return []prometheus.Collector{commitDuration, commitBatchSize}
+	return []prometheus.Collector{commitDuration, commitBatchSize, confirmDuration}
 }

@@ -67,7 +67,6 @@ type Store struct {
 
 	mu      sync.Mutex
 	records map[state.Epoch]string // the epoch record this server wrote for each of its terms
-	commits map[state.Epoch]uint64 // the commits confirmed in each of its terms
 
 	stopC chan struct{}
 	doneC chan struct{}
@@ -140,7 +139,7 @@ func NewStore(cli *clientv3.Client, prefix string, opts state.EngineOptions) *St
 		prefix += "/"
 	}
 	s := &Store{cli: cli, endpoints: dialEndpoints(cli), prefix: prefix, self: opts.Self, opts: opts, records: map[state.Epoch]string{},
-		commits: map[state.Epoch]uint64{}, stopC: make(chan struct{}), doneC: make(chan struct{})}
+		stopC: make(chan struct{}), doneC: make(chan struct{})}
 	go s.register()
 	return s
 }
@@ -469,7 +468,6 @@ func (t *term) leaseAlive() bool {
 func (t *term) Resign(ctx context.Context) error {
 	t.s.mu.Lock()
 	delete(t.s.records, t.epoch)
-	delete(t.s.commits, t.epoch)
 	t.s.mu.Unlock()
 	t.mu.Lock()
 	select {
@@ -525,7 +523,6 @@ func (s *Store) Campaign(ctx context.Context) (state.Term, error) {
 		if txn.Succeeded {
 			s.mu.Lock()
 			s.records[rec.Epoch] = string(value)
-			s.commits[rec.Epoch] = 0
 			s.mu.Unlock()
 			return newTerm(s, sess, el, rec.Epoch), nil
 		}
@@ -607,7 +604,6 @@ func (s *Store) Entry(ctx context.Context, resource, key string) (state.Entry, b
 func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes) error {
 	s.mu.Lock()
 	record, ok := s.records[epoch]
-	n := s.commits[epoch]
 	s.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("etcd: commit: epoch %d is not this server's: %w", epoch, state.ErrDeposed)
@@ -626,30 +622,34 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	if c.RevSet {
 		ops = append(ops, clientv3.OpPut(s.key("rev"), strconv.FormatUint(uint64(c.Rev), 10)))
 	}
-	// The commit key numbers the commits of the epoch: commit n+1 applies
-	// only after commit n, so that a commit sent again after an unknown
-	// outcome (see state.LeaderEngine) applies once, and a first attempt that
-	// arrives late cannot apply after a later commit.
-	// An empty commit (which confirms reads) writes nothing: etcd answers
-	// it as a read.
+	// The commit key numbers the commits of the epoch (c.Seq): commit n
+	// applies only after commit n-1, so that a commit sent again after an
+	// unknown outcome (see state.LeaderEngine) applies once, a first
+	// attempt that arrives late cannot apply after a later commit, and a
+	// commit sent before the one it follows was applied (several are in
+	// flight) waits for it. A commit that writes nothing (it confirms
+	// reads) is not numbered and checks the epoch only: etcd answers it as
+	// a read.
 	numbered := !s.opts.UnsafeSkipEpochCheck && len(ops) > 0
-	prev, next := commitID(epoch, n), commitID(epoch, n+1)
-	if !numbered {
-		next = prev
+	if numbered && c.Seq == 0 {
+		return fmt.Errorf("etcd: commit: a commit that writes has no number: %w", state.ErrNotApplied)
 	}
+	prev, next := commitID(epoch, c.Seq-1), commitID(epoch, c.Seq)
 	if numbered {
 		ops = append(ops, clientv3.OpPut(s.key("commit"), next))
 	}
 	txn := s.cli.Txn(ctx)
-	if !s.opts.UnsafeSkipEpochCheck {
+	switch {
+	case numbered:
 		txn = txn.If(
 			clientv3.Compare(clientv3.Value(s.key("epoch")), "=", record),
 			clientv3.Compare(clientv3.Value(s.key("commit")), "=", prev),
-		)
-	}
-	txn = txn.Then(ops...)
-	if !s.opts.UnsafeSkipEpochCheck {
-		txn = txn.Else(clientv3.OpGet(s.key("epoch")), clientv3.OpGet(s.key("commit")))
+		).Then(ops...).Else(clientv3.OpGet(s.key("epoch")), clientv3.OpGet(s.key("commit")))
+	case !s.opts.UnsafeSkipEpochCheck:
+		txn = txn.If(clientv3.Compare(clientv3.Value(s.key("epoch")), "=", record)).
+			Then(ops...).Else(clientv3.OpGet(s.key("epoch")))
+	default:
+		txn = txn.Then(ops...)
 	}
 	resp, err := txn.Commit()
 	switch {
@@ -658,23 +658,22 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 			len(ops), c.Bytes(), state.ErrNotApplied, fence.ErrTooLarge)
 	case err != nil:
 		return fmt.Errorf("etcd: commit: %w", err)
-	case !resp.Succeeded:
-		epochNow, commitNow := firstValue(resp.Responses[0]), firstValue(resp.Responses[1])
-		switch {
-		case epochNow != record:
-			return fmt.Errorf("etcd: commit: the writer epoch moved past %d: %w", epoch, state.ErrDeposed)
-		case commitNow == next:
-			// An earlier attempt of this very commit was applied.
-		default:
-			return fmt.Errorf("etcd: commit: the commit key is at %q, not %q or %q: another writer under epoch %d", commitNow, prev, next, epoch)
-		}
+	case resp.Succeeded:
+		return nil
+	case firstValue(resp.Responses[0]) != record:
+		return fmt.Errorf("etcd: commit: the writer epoch moved past %d: %w", epoch, state.ErrDeposed)
+	case !numbered:
+		return fmt.Errorf("etcd: commit: the epoch check failed without the epoch moving: %w", state.ErrNotApplied)
 	}
-	if numbered {
-		s.mu.Lock()
-		s.commits[epoch] = n + 1
-		s.mu.Unlock()
+	commitNow := firstValue(resp.Responses[1])
+	switch at, ok := commitNumber(epoch, commitNow); {
+	case commitNow == next:
+		return nil // an earlier attempt of this very commit was applied
+	case ok && at < c.Seq-1:
+		return fmt.Errorf("etcd: commit %d: %w (the commit key is at %d)", c.Seq, state.ErrOutOfOrder, at)
+	default:
+		return fmt.Errorf("etcd: commit: the commit key is at %q, not %q or %q: a late attempt, or another writer under epoch %d", commitNow, prev, next, epoch)
 	}
-	return nil
 }
 
 // Resends implements state.Resender: the commit key numbers the commits,
@@ -683,6 +682,17 @@ func (s *Store) Resends() bool { return !s.opts.UnsafeSkipEpochCheck }
 
 // commitID names commit n of epoch, the value of the commit key.
 func commitID(epoch state.Epoch, n uint64) string { return fmt.Sprintf("%d/%d", epoch, n) }
+
+// commitNumber returns n of a commit key's value commitID(epoch, n), and
+// whether the value is one of epoch.
+func commitNumber(epoch state.Epoch, id string) (uint64, bool) {
+	e, n, ok := strings.Cut(id, "/")
+	if !ok || e != strconv.FormatUint(uint64(epoch), 10) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(n, 10, 64)
+	return v, err == nil
+}
 
 // firstValue returns the value of the first key a Get of a Txn's found, ""
 // if none.

@@ -167,8 +167,9 @@ func TestStore_Limits(t *testing.T) {
 // TestStore_CommitSentAgain checks the commit key that numbers the commits
 // of an epoch: a commit sent again after its answer was lost (state.LeaderEngine
 // does so after an unknown outcome) is confirmed without being applied
-// twice, and an attempt that arrives after a later commit is refused, so
-// that it cannot undo that commit.
+// twice, an attempt that arrives after a later commit is refused, so that
+// it cannot undo that commit, and a commit that arrives before the one it
+// follows (several in flight) is refused as out of order, applying nothing.
 func TestStore_CommitSentAgain(t *testing.T) {
 	cluster(t)
 	ctx := t.Context()
@@ -179,8 +180,8 @@ func TestStore_CommitSentAgain(t *testing.T) {
 	}
 	defer term.Resign(context.Background())
 	epoch := term.Epoch()
-	changes := func(token fence.Token) *state.Changes {
-		return &state.Changes{Resources: map[string]state.Resource{"r": {LastToken: token, LastFence: token}}}
+	changes := func(seq uint64, token fence.Token) *state.Changes {
+		return &state.Changes{Seq: seq, Resources: map[string]state.Resource{"r": {LastToken: token, LastFence: token}}}
 	}
 	lastToken := func() fence.Token {
 		var last fence.Token
@@ -194,29 +195,37 @@ func TestStore_CommitSentAgain(t *testing.T) {
 		}
 		return last
 	}
-	if err := s.Commit(ctx, epoch, changes(1)); err != nil {
+	if err := s.Commit(ctx, epoch, changes(1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	// Its answer lost: sent again, it is confirmed.
-	etcd.SetCommits(s, epoch, 0)
-	if err := s.Commit(ctx, epoch, changes(1)); err != nil {
+	if err := s.Commit(ctx, epoch, changes(1, 1)); err != nil {
 		t.Fatalf("the same commit sent again: %v, want it confirmed", err)
 	}
-	if err := s.Commit(ctx, epoch, changes(2)); err != nil {
+	// Commit 3 arrives before commit 2: refused, nothing applied.
+	if err := s.Commit(ctx, epoch, changes(3, 3)); !errors.Is(err, state.ErrOutOfOrder) || !errors.Is(err, state.ErrNotApplied) {
+		t.Fatalf("commit 3 before commit 2: %v, want state.ErrOutOfOrder", err)
+	}
+	if got := lastToken(); got != 1 {
+		t.Fatalf("LastToken %d after a commit out of order, want 1", got)
+	}
+	if err := s.Commit(ctx, epoch, changes(2, 2)); err != nil {
 		t.Fatalf("the next commit: %v", err)
 	}
 	// A first attempt of commit 1 that arrives now is refused, and undoes
 	// nothing.
-	etcd.SetCommits(s, epoch, 0)
-	err = s.Commit(ctx, epoch, changes(1))
+	err = s.Commit(ctx, epoch, changes(1, 1))
 	if err == nil || errors.Is(err, state.ErrDeposed) || errors.Is(err, state.ErrNotApplied) {
 		t.Fatalf("a late attempt of an earlier commit: %v, want it refused as a writer out of order", err)
 	}
 	if got := lastToken(); got != 2 {
 		t.Fatalf("LastToken %d after the late attempt, want 2: the later commit stands", got)
 	}
-	etcd.SetCommits(s, epoch, 2)
-	if err := s.Commit(ctx, epoch, changes(3)); err != nil {
+	// An empty commit checks the epoch only, whatever its number.
+	if err := s.Commit(ctx, epoch, &state.Changes{}); err != nil {
+		t.Fatalf("an empty commit: %v", err)
+	}
+	if err := s.Commit(ctx, epoch, changes(3, 3)); err != nil {
 		t.Fatalf("a commit after: %v", err)
 	}
 	if got := lastToken(); got != 3 {
@@ -245,7 +254,7 @@ func TestStore_TermOutlivesItsSession(t *testing.T) {
 		t.Fatal("the term ended with its session, its lease alive")
 	case <-time.After(5 * time.Second): // 2.5 times the TTL
 	}
-	if err := s.Commit(ctx, term.Epoch(), &state.Changes{Resources: map[string]state.Resource{"r": {LastToken: 1, LastFence: 1}}}); err != nil {
+	if err := s.Commit(ctx, term.Epoch(), &state.Changes{Seq: 1, Resources: map[string]state.Resource{"r": {LastToken: 1, LastFence: 1}}}); err != nil {
 		t.Fatalf("a commit past the TTL of the ended session: %v, want the term going on", err)
 	}
 	if err := revokeLease(ctx, t, prefix); err != nil {

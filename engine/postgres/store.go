@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,6 +89,7 @@ CREATE TABLE IF NOT EXISTS fence_members (
 	key_id  text NOT NULL,
 	expires timestamptz NOT NULL
 );
+ALTER TABLE fence_leader ADD COLUMN IF NOT EXISTS commit_seq bigint NOT NULL DEFAULT 0;
 CREATE OR REPLACE FUNCTION fence_commit(e bigint, r bigint) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
 	UPDATE fence_leader SET rev = r WHERE id = 1 AND epoch = e;
@@ -95,10 +97,25 @@ BEGIN
 		RAISE EXCEPTION 'fence: writer epoch % is not current', e USING ERRCODE = 'FE001';
 	END IF;
 END $$;
+CREATE OR REPLACE FUNCTION fence_commit(e bigint, r bigint, seq bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	UPDATE fence_leader SET rev = GREATEST(rev, r), commit_seq = CASE WHEN seq > 0 THEN seq ELSE commit_seq END
+		WHERE id = 1 AND epoch = e AND (seq = 0 OR commit_seq = seq - 1);
+	IF NOT FOUND THEN
+		IF EXISTS (SELECT 1 FROM fence_leader WHERE id = 1 AND epoch = e) THEN
+			RAISE EXCEPTION 'fence: commit % of epoch % came before the commit it follows', seq, e USING ERRCODE = 'FE002';
+		END IF;
+		RAISE EXCEPTION 'fence: writer epoch % is not current', e USING ERRCODE = 'FE001';
+	END IF;
+END $$;
 `
 
 // codeDeposed is the SQLSTATE fence_commit raises when the epoch moved.
 const codeDeposed = "FE001"
+
+// codeOutOfOrder is the SQLSTATE fence_commit raises when the commit before
+// the one it numbers was not applied (state.ErrOutOfOrder).
+const codeOutOfOrder = "FE002"
 
 // Store is fence's whole state in a PostgreSQL database, for several fence
 // servers that share it: a state.Remote (the lock state and the fenced
@@ -138,6 +155,11 @@ func OpenStore(ctx context.Context, connString string, opts state.EngineOptions)
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: store: %w", err)
+	}
+	if !strings.Contains(connString, "pool_max_conns") {
+		// The leader's commits in flight each hold a connection; leave
+		// room beside them for its lease's keepalive, reads and checks.
+		cfg.MaxConns = max(cfg.MaxConns, 2*state.DefaultMaxInFlight)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -246,7 +268,7 @@ func (s *Store) Campaign(ctx context.Context) (state.Term, error) {
 	for {
 		var epoch int64
 		err := s.pool.QueryRow(ctx, `UPDATE fence_leader
-			SET epoch = epoch + 1, leader = $1, key_id = $2, expires = now() + $3 * interval '1 millisecond'
+			SET epoch = epoch + 1, commit_seq = 0, leader = $1, key_id = $2, expires = now() + $3 * interval '1 millisecond'
 			WHERE id = 1 AND expires < now() RETURNING epoch`,
 			s.self.URL, s.self.KeyID, s.ttl().Milliseconds()).Scan(&epoch)
 		switch {
@@ -394,8 +416,10 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	} else {
 		// The update makes even an empty commit write (and wait for the
 		// synchronous standby), so that a primary cut off from its standby
-		// confirms no read.
-		b.Queue(`SELECT fence_commit($1, $2)`, int64(epoch), rev)
+		// confirms no read. It numbers the commits that write: commit n
+		// applies only after commit n-1 of the epoch (several are in
+		// flight: the leader row's lock orders them as they arrive).
+		b.Queue(`SELECT fence_commit($1, $2, $3)`, int64(epoch), rev, int64(c.Seq))
 	}
 	if n := len(c.Resources); n > 0 {
 		names := make([]string, 0, n)
@@ -482,6 +506,8 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	switch {
 	case errors.As(first, &pgErr) && pgErr.Code == codeDeposed:
 		return fmt.Errorf("postgres: commit: %w", state.ErrDeposed)
+	case errors.As(first, &pgErr) && pgErr.Code == codeOutOfOrder:
+		return fmt.Errorf("postgres: commit %d: %w", c.Seq, state.ErrOutOfOrder)
 	case errors.As(first, &pgErr) && firstAt < b.Len()-1:
 		// The server refused a statement before COMMIT: the transaction
 		// rolled back. An error of COMMIT itself may come after the

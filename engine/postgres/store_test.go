@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -275,4 +276,63 @@ func TestStore_OwnerUpgrade(t *testing.T) {
 	}
 	// Opening again changes nothing (the columns are there).
 	newPGStore(t, conn, "http://127.0.0.1:2", false)
+}
+
+// TestStore_CommitOrder checks the numbering of the commits of an epoch:
+// a commit that arrives before the one it follows (several in flight) is
+// refused as out of order and applies nothing; an empty commit checks the
+// epoch only; a new epoch numbers from 1 again.
+func TestStore_CommitOrder(t *testing.T) {
+	conn := newStoreSchema(t, replicatedPG(t))
+	s := newPGStore(t, conn, "http://127.0.0.1:1", false)
+	ctx := t.Context()
+	term, err := s.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch := term.Epoch()
+	changes := func(seq uint64, token fence.Token) *state.Changes {
+		return &state.Changes{Seq: seq, Resources: map[string]state.Resource{"r": {LastToken: token, LastFence: token}}}
+	}
+	lastToken := func() fence.Token {
+		var last fence.Token
+		if _, err := s.Load(ctx, func(name string, r state.Resource) error {
+			last = r.LastToken
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return last
+	}
+	if err := s.Commit(ctx, epoch, changes(2, 2)); !errors.Is(err, state.ErrOutOfOrder) || !errors.Is(err, state.ErrNotApplied) {
+		t.Fatalf("commit 2 before commit 1: %v, want state.ErrOutOfOrder", err)
+	}
+	if got := lastToken(); got != 0 {
+		t.Fatalf("LastToken %d after a commit out of order, want 0", got)
+	}
+	for seq := uint64(1); seq <= 2; seq++ {
+		if err := s.Commit(ctx, epoch, changes(seq, fence.Token(seq))); err != nil {
+			t.Fatalf("commit %d: %v", seq, err)
+		}
+	}
+	if err := s.Commit(ctx, epoch, &state.Changes{}); err != nil {
+		t.Fatalf("an empty commit: %v", err)
+	}
+	if got := lastToken(); got != 2 {
+		t.Fatalf("LastToken %d, want 2", got)
+	}
+	if err := term.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	term, err = s.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Resign(context.Background())
+	if err := s.Commit(ctx, epoch, changes(3, 3)); !errors.Is(err, state.ErrDeposed) {
+		t.Fatalf("a commit of the old epoch: %v, want deposed", err)
+	}
+	if err := s.Commit(ctx, term.Epoch(), changes(1, 3)); err != nil {
+		t.Fatalf("commit 1 of the next epoch: %v", err)
+	}
 }
