@@ -44,6 +44,7 @@ func wantSeq(t *testing.T, got []string, want ...string) {
 func TestService_Events(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hub := watch.NewHub()
+		defer hub.Close() // it stops the hub's goroutine, which the bubble waits for
 		s := lock.NewService(memory.New())
 		s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 		s.Events = hub

@@ -9,8 +9,9 @@
 // another term of a cluster's leader) cannot resume, and the subscriber
 // learns that it lost events instead of silently missing them.
 //
-// Publishing never blocks: a subscriber that falls more than Buffer events
-// behind is cut off (ErrSlow), and may reconnect to resume from the ring.
+// Publishing never blocks, and costs the same however many subscribers
+// there are: a subscriber that falls more than Buffer events behind is cut
+// off (ErrSlow), and may reconnect to resume from the ring.
 package watch
 
 import (
@@ -22,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fence-lock/fence"
@@ -65,8 +67,8 @@ type Event struct {
 const (
 	// RingSize is how many of the latest events a hub keeps for resuming.
 	RingSize = 4096
-	// Buffer is how many events a subscriber may have not yet taken before
-	// it is cut off.
+	// Buffer is how many events (of any resource) a subscriber may have not
+	// yet taken before it is cut off.
 	Buffer = 1024
 )
 
@@ -82,21 +84,31 @@ var (
 
 // Hub fans events out to subscribers and keeps the latest for resuming. Its
 // zero value is not usable; call NewHub. It is safe for concurrent use.
+//
+// An event is kept once, in the ring; each subscriber reads the ring from
+// its own position. So Publish costs the same however many subscribers
+// there are, and never waits for them: the lock service publishes while it
+// holds a resource's lock. Subscribers are woken by a goroutine of the hub.
 type Hub struct {
 	stream string
 
-	mu     sync.Mutex
-	seq    uint64  // of the last event published
-	ring   []Event // ring[i%RingSize] is event seq i+1 of the last RingSize
-	subs   map[*Sub]struct{}
-	closed bool
+	mu      sync.RWMutex
+	seq     uint64  // of the last event published
+	ring    []Event // ring[i%RingSize] is event seq i+1 of the last RingSize
+	subs    atomic.Int64
+	closed  bool
+	changed chan struct{} // closed when events were published or the hub closed, then replaced
+
+	kick   chan struct{} // a token: wake the subscribers
+	waking bool          // the goroutine that wakes them runs
 }
 
 // NewHub returns a hub with a new random stream name.
 func NewHub() *Hub {
 	b := make([]byte, 8)
 	rand.Read(b) // never fails (crypto/rand)
-	return &Hub{stream: hex.EncodeToString(b), ring: make([]Event, 0, RingSize), subs: make(map[*Sub]struct{})}
+	return &Hub{stream: hex.EncodeToString(b), ring: make([]Event, 0, RingSize),
+		changed: make(chan struct{}), kick: make(chan struct{}, 1)}
 }
 
 // Stream returns the hub's stream name, the first part of its event IDs.
@@ -104,8 +116,9 @@ func (h *Hub) Stream() string { return h.stream }
 
 func (h *Hub) id(seq uint64) string { return h.stream + "-" + strconv.FormatUint(seq, 10) }
 
-// Publish numbers e, keeps it, and hands it to every subscriber of its
-// resource. It never blocks. Publishing on a nil or closed hub does nothing.
+// Publish numbers e and keeps it, for every subscriber of its resource. It
+// never blocks, and costs the same however many subscribers there are.
+// Publishing on a nil or closed hub does nothing.
 func (h *Hub) Publish(e Event) {
 	if h == nil {
 		return
@@ -114,8 +127,8 @@ func (h *Hub) Publish(e Event) {
 		e.Time = time.Now()
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
+		h.mu.Unlock()
 		return
 	}
 	h.seq++
@@ -125,10 +138,58 @@ func (h *Hub) Publish(e Event) {
 	} else {
 		h.ring[(h.seq-1)%RingSize] = e
 	}
-	for s := range h.subs {
-		if strings.HasPrefix(e.Resource, s.prefix) {
-			s.push(e)
+	switch {
+	case h.waking:
+		// Under the lock, so that wakeAll, which stops under it once
+		// idle, cannot miss the token.
+		select {
+		case h.kick <- struct{}{}:
+		default:
 		}
+	case h.subs.Load() > 0:
+		h.waking = true
+		go h.wakeAll()
+		h.kick <- struct{}{}
+	}
+	h.mu.Unlock()
+}
+
+// wakeIdle is how long wakeAll waits for an event before it stops; the
+// next Publish starts it again.
+const wakeIdle = time.Second
+
+// wakeAll wakes the subscribers that wait, every time events are
+// published, until the hub closes or no event came for wakeIdle: closing a
+// channel that thousands wait on takes a while, which Publish does not pay.
+func (h *Hub) wakeAll() {
+	idle := time.NewTimer(wakeIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case <-h.kick:
+		case <-idle.C:
+			h.mu.Lock()
+			if len(h.kick) == 0 {
+				h.waking = false
+				h.mu.Unlock()
+				return
+			}
+			h.mu.Unlock()
+			continue
+		}
+		h.mu.Lock()
+		old := h.changed
+		h.changed = make(chan struct{})
+		closed := h.closed
+		if closed {
+			h.waking = false
+		}
+		h.mu.Unlock()
+		close(old)
+		if closed {
+			return
+		}
+		idle.Reset(wakeIdle)
 	}
 }
 
@@ -147,12 +208,13 @@ func (h *Hub) Subscribe(prefix, after string) (*Sub, error) {
 			return nil, err
 		}
 	}
-	s := &Sub{hub: h, prefix: prefix, notify: make(chan struct{}, 1)}
+	s := &Sub{hub: h, prefix: prefix, done: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return nil, ErrClosed
 	}
+	s.next = h.seq + 1
 	if after != "" {
 		oldest := h.seq - uint64(len(h.ring)) // events after oldest are kept
 		switch {
@@ -163,38 +225,43 @@ func (h *Hub) Subscribe(prefix, after string) (*Sub, error) {
 		case seq < oldest:
 			s.lost("the events that followed are no longer kept: list the locks again")
 		default:
-			for i := seq + 1; i <= h.seq; i++ {
-				if e := h.ring[(i-1)%RingSize]; strings.HasPrefix(e.Resource, prefix) {
-					s.queue = append(s.queue, e)
-				}
-			}
+			s.next = seq + 1
 		}
 	}
-	h.subs[s] = struct{}{}
+	s.allow = max(Buffer, h.seq+1-s.next) // a replay may take the whole ring
+	h.subs.Add(1)
 	return s, nil
 }
 
-// Close ends every subscription with ErrClosed; later events are dropped.
+// Close ends every subscription with ErrClosed, once it has taken the
+// events published before; later events are dropped. It stops the hub's
+// goroutine (which otherwise stops after a second without events).
 // Closing a nil hub does nothing.
 func (h *Hub) Close() {
 	if h == nil {
 		return
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.closed = true
-	for s := range h.subs {
-		s.end(ErrClosed)
-		delete(h.subs, s)
+	if h.closed {
+		h.mu.Unlock()
+		return
 	}
+	h.closed = true
+	if h.waking {
+		// wakeAll sees closed at its next token (this one, or one
+		// already waiting) and returns.
+		select {
+		case h.kick <- struct{}{}:
+		default:
+		}
+	} else {
+		close(h.changed)
+	}
+	h.mu.Unlock()
 }
 
 // Subscribers returns the number of subscriptions open.
-func (h *Hub) Subscribers() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs)
-}
+func (h *Hub) Subscribers() int { return int(h.subs.Load()) }
 
 // ParseID splits an event ID into its stream name and sequence number. It
 // returns an error wrapping ErrBadID if id is not "<stream>-<seq>".
@@ -222,93 +289,125 @@ func isStreamName(s string) bool {
 	return true
 }
 
-// Sub is one subscriber's view of a hub. Next takes its events in order.
+// Sub is one subscriber's view of a hub. Next takes its events in order. A
+// Sub is used by one goroutine, but Close may be called from any.
 type Sub struct {
 	hub    *Hub
 	prefix string
-	notify chan struct{} // a token when queue or err changed
+	next   uint64 // the sequence number of the next event to look at
+	allow  uint64 // how many events may wait before it is cut off: Buffer, or more while it replays
+	first  *Event // a Lost event to take before the ring's, if any
+	err    error  // why it ended, once it has
 
-	// Guarded by hub.mu.
-	queue []Event
-	err   error
+	doneOnce sync.Once
+	done     chan struct{} // closed by Close
 }
 
 // lost puts a Lost event first; the caller holds hub.mu.
 func (s *Sub) lost(detail string) {
-	s.queue = append(s.queue, Event{ID: s.hub.id(s.hub.seq), Type: Lost, Time: time.Now(), Detail: detail})
-}
-
-// push queues e, or cuts the subscriber off when it is Buffer behind; the
-// caller holds hub.mu.
-func (s *Sub) push(e Event) {
-	if s.err != nil {
-		return
-	}
-	if len(s.queue) >= Buffer {
-		s.end(ErrSlow)
-		delete(s.hub.subs, s)
-		return
-	}
-	s.queue = append(s.queue, e)
-	s.wake()
-}
-
-// end ends the subscription with err; the caller holds hub.mu.
-func (s *Sub) end(err error) {
-	if s.err == nil {
-		s.err = err
-	}
-	s.wake()
-}
-
-func (s *Sub) wake() {
-	select {
-	case s.notify <- struct{}{}:
-	default:
-	}
+	s.first = &Event{ID: s.hub.id(s.hub.seq), Type: Lost, Time: time.Now(), Detail: detail}
 }
 
 // Next returns the next event, waiting for one until ctx is done. After the
-// subscription ends it returns ErrSlow or ErrClosed (a slow subscriber's
-// queued events are dropped: it resumes from the hub's ring). It returns
-// ctx's error when ctx ends first.
+// subscription ends it returns ErrSlow (the subscriber fell more than
+// Buffer events, of any resource, behind: it resumes from the hub's ring)
+// or ErrClosed. It returns ctx's error when ctx ends first.
 func (s *Sub) Next(ctx context.Context) (Event, error) {
 	for {
-		s.hub.mu.Lock()
-		if s.err == ErrSlow {
-			s.queue = nil
-		}
-		if len(s.queue) > 0 {
-			e := s.queue[0]
-			s.queue[0] = Event{}
-			s.queue = s.queue[1:]
-			s.hub.mu.Unlock()
+		e, ok, changed, err := s.take(true)
+		switch {
+		case err != nil:
+			return Event{}, err
+		case ok:
 			return e, nil
 		}
-		err := s.err
-		s.hub.mu.Unlock()
-		if err != nil {
-			return Event{}, err
-		}
 		select {
-		case <-s.notify:
+		case <-changed:
+		case <-s.done:
 		case <-ctx.Done():
 			return Event{}, ctx.Err()
 		}
 	}
 }
 
-// Pending returns how many events wait to be taken by Next.
+// take returns the next event of s's resources if there is one (ok); if
+// not, a channel closed when there may be. With advance false it only looks.
+func (s *Sub) take(advance bool) (e Event, ok bool, changed <-chan struct{}, err error) {
+	if s.err != nil {
+		return Event{}, false, nil, s.err
+	}
+	select {
+	case <-s.done:
+		s.err = ErrClosed
+		return Event{}, false, nil, s.err
+	default:
+	}
+	if s.first != nil {
+		e = *s.first
+		if advance {
+			s.first = nil
+		}
+		return e, true, nil, nil
+	}
+	h := s.hub
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	switch waiting := h.seq + 1 - s.next; {
+	case waiting > s.allow:
+		s.err = ErrSlow
+		s.end()
+		return Event{}, false, nil, s.err
+	case waiting <= Buffer:
+		s.allow = Buffer // caught up with its replay
+	}
+	for n := s.next; n <= h.seq; n++ {
+		if e := h.ring[(n-1)%RingSize]; strings.HasPrefix(e.Resource, s.prefix) {
+			if advance {
+				s.next = n + 1
+			}
+			return e, true, nil, nil
+		}
+		if advance {
+			s.next = n + 1
+		}
+	}
+	if h.closed {
+		s.err = ErrClosed
+		return Event{}, false, nil, s.err
+	}
+	return Event{}, false, h.changed, nil
+}
+
+// Pending returns how many events of its resources wait to be taken by
+// Next.
 func (s *Sub) Pending() int {
-	s.hub.mu.Lock()
-	defer s.hub.mu.Unlock()
-	return len(s.queue)
+	if s.err != nil {
+		return 0
+	}
+	n := 0
+	if s.first != nil {
+		n++
+	}
+	h := s.hub
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for i := s.next; i <= h.seq && i+RingSize > h.seq; i++ {
+		if strings.HasPrefix(h.ring[(i-1)%RingSize].Resource, s.prefix) {
+			n++
+		}
+	}
+	return n
 }
 
 // Close ends the subscription. Next returns ErrClosed after it.
 func (s *Sub) Close() {
-	s.hub.mu.Lock()
-	defer s.hub.mu.Unlock()
-	delete(s.hub.subs, s)
-	s.end(ErrClosed)
+	s.end()
+}
+
+// end takes the subscription out of the hub's count, once.
+func (s *Sub) end() {
+	s.doneOnce.Do(func() {
+		close(s.done)
+		s.hub.subs.Add(-1)
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/fence-lock/fence"
@@ -195,6 +196,35 @@ func FuzzParseID(f *testing.F) {
 		}
 		if again := fmt.Sprintf("%s-%d", stream, seq); again != id && !strings.HasPrefix(id, stream+"-0") {
 			t.Fatalf("ParseID(%q) = %q, %d: prints as %q", id, stream, seq, again)
+		}
+	})
+}
+
+// TestWakeAfterIdle checks that a subscriber waiting for an event is woken
+// by one published after the hub's waking goroutine stopped for want of
+// events, and that closing the hub stops that goroutine.
+func TestWakeAfterIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := NewHub()
+		defer h.Close()
+		s, _ := h.Subscribe("", "")
+		h.Publish(Event{Type: Granted, Resource: "r", Token: 1})
+		if e := next(t, s); e.Token != 1 {
+			t.Fatalf("first event %+v", e)
+		}
+		got := make(chan Event)
+		go func() {
+			e, err := s.Next(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			got <- e
+		}()
+		time.Sleep(3 * wakeIdle) // the waking goroutine stops
+		synctest.Wait()
+		h.Publish(Event{Type: Released, Resource: "r", Token: 1})
+		if e := <-got; e.Type != Released {
+			t.Fatalf("event after the idle time %+v", e)
 		}
 	})
 }

@@ -18,13 +18,10 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -133,14 +130,14 @@ func measure(url string, api *client.API, c benchCase, prefix string, holds int,
 		return figures{}, err
 	}
 	defer stop()
-	before, err := scrape(url)
+	before, err := testserver.Metrics(url)
 	if err != nil {
 		return figures{}, err
 	}
 	cpu0 := ownCPU()
 	time.Sleep(hold)
 	cpu1 := ownCPU()
-	after, err := scrape(url)
+	after, err := testserver.Metrics(url)
 	if err != nil {
 		return figures{}, err
 	}
@@ -208,37 +205,6 @@ func keepInSession(ctx context.Context, api *client.API, prefix string, holds in
 		leases = append(leases, l)
 	}
 	return leases, []<-chan struct{}{keep.Done()}, func() { keep.Release(ctx) }, nil
-}
-
-// scrape returns the sum of the samples of every metric of the server's
-// /metrics, by name.
-func scrape(url string) (map[string]float64, error) {
-	r, err := http.Get(url + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer r.Body.Close()
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return nil, err
-	}
-	sums := map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, rest, ok := strings.Cut(line, " ")
-		if i := strings.IndexByte(line, '{'); i >= 0 && (!ok || i < len(name)) {
-			name, rest = line[:i], line[strings.LastIndexByte(line, '}')+1:]
-		}
-		v, err := strconv.ParseFloat(strings.Fields(rest)[0], 64)
-		if err == nil {
-			sums[name] += v
-		}
-	}
-	return sums, sc.Err()
 }
 
 // ownCPU returns the CPU time this process has used.

@@ -1,10 +1,15 @@
 package testserver
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os/exec"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -47,4 +52,44 @@ func StartFence(bin, dir string) (*Fence, error) {
 func (f *Fence) Close() {
 	f.cmd.Process.Kill()
 	f.cmd.Wait()
+}
+
+// Metrics returns the sum of the samples of every metric a fence server at
+// url (http://HOST:PORT) serves on /metrics, by name: the figures the tools
+// that measure fence read from the server itself.
+func Metrics(url string) (map[string]float64, error) {
+	hc := &http.Client{Timeout: 30 * time.Second}
+	r, err := hc.Get(url + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer r.Body.Close()
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	if r.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", r.Status)
+	}
+	sums := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest, ok := strings.Cut(line, " ")
+		if i := strings.IndexByte(line, '{'); i >= 0 && (!ok || i < len(name)) {
+			name, rest = line[:i], line[strings.LastIndexByte(line, '}')+1:]
+		}
+		fs := strings.Fields(rest)
+		if len(fs) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(fs[0], 64); err == nil {
+			sums[name] += v
+		}
+	}
+	return sums, sc.Err()
 }
