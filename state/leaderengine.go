@@ -206,7 +206,7 @@ func (c *LeaderEngine) Depth() int {
 // after them, in a goroutine of its own; once applied, and once every
 // commit before it is, they are kept in memory.
 func (c *LeaderEngine) Send(fn func(tx Tx) error) (<-chan error, error) {
-	tx := NewOverlay(pendingBase{c})
+	tx := NewOverlay(Pending{Committed: cacheBase{c}, InFlight: c.inFlight()})
 	if err := fn(tx); err != nil {
 		return nil, err
 	}
@@ -247,6 +247,17 @@ func (c *LeaderEngine) Send(fn func(tx Tx) error) (<-chan error, error) {
 		result <- err
 	}()
 	return result, nil
+}
+
+// inFlight returns the changes of the commits in flight, oldest first.
+func (c *LeaderEngine) inFlight() []*Changes {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	chs := make([]*Changes, len(c.pending))
+	for i, p := range c.pending {
+		chs[i] = p.ch
+	}
+	return chs
 }
 
 // keep applies p, the oldest commit in flight, to memory.
@@ -484,74 +495,6 @@ func (b cacheBase) Resources(fn func(name string, r Resource) error) error {
 	b.c.mu.Lock()
 	all := maps.Clone(b.c.resources)
 	b.c.mu.Unlock()
-	for name, r := range all {
-		if err := fn(name, r); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// pendingBase is the state a commit sent now builds on: the commits in
-// flight, newest first, over the committed state (cacheBase).
-type pendingBase struct{ c *LeaderEngine }
-
-// inFlight returns the changes of the commits in flight, oldest first.
-func (b pendingBase) inFlight() []*Changes {
-	b.c.mu.Lock()
-	defer b.c.mu.Unlock()
-	chs := make([]*Changes, len(b.c.pending))
-	for i, p := range b.c.pending {
-		chs[i] = p.ch
-	}
-	return chs
-}
-
-func (b pendingBase) Resource(name string) (Resource, error) {
-	chs := b.inFlight()
-	for i := len(chs) - 1; i >= 0; i-- {
-		if r, ok := chs[i].Resources[name]; ok {
-			return r, nil
-		}
-	}
-	return cacheBase(b).Resource(name)
-}
-
-func (b pendingBase) Entry(resource, key string) (Entry, bool, error) {
-	chs := b.inFlight()
-	for i := len(chs) - 1; i >= 0; i-- {
-		if e, ok := chs[i].Entries[EntryID{resource, key}]; ok {
-			if e == nil {
-				return Entry{}, false, nil
-			}
-			return *e, true, nil
-		}
-	}
-	return cacheBase(b).Entry(resource, key)
-}
-
-func (b pendingBase) Rev() (fence.Rev, error) {
-	if chs := b.inFlight(); len(chs) > 0 {
-		return chs[len(chs)-1].Rev, nil
-	}
-	return cacheBase(b).Rev()
-}
-
-func (b pendingBase) Resources(fn func(name string, r Resource) error) error {
-	chs := b.inFlight()
-	if len(chs) == 0 {
-		return cacheBase(b).Resources(fn)
-	}
-	all := map[string]Resource{}
-	if err := cacheBase(b).Resources(func(name string, r Resource) error {
-		all[name] = r
-		return nil
-	}); err != nil {
-		return err
-	}
-	for _, ch := range chs {
-		maps.Copy(all, ch.Resources)
-	}
 	for name, r := range all {
 		if err := fn(name, r); err != nil {
 			return err

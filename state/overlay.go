@@ -1,6 +1,10 @@
 package state
 
-import "github.com/fence-lock/fence"
+import (
+	"maps"
+
+	"github.com/fence-lock/fence"
+)
 
 // Base is committed state that an Overlay reads through to. Its methods
 // see only committed changes; implementations say whether they are safe
@@ -111,6 +115,70 @@ func (o *Overlay) Resources(fn func(name string, r Resource) error) error {
 		return err
 	}
 	for name, r := range o.resources {
+		if err := fn(name, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Pending is the state that a transaction sent now builds on (see Sender):
+// the changes of the transactions in flight, the newest first, over the
+// committed state.
+type Pending struct {
+	Committed Base
+	InFlight  []*Changes // oldest first
+}
+
+var _ Base = Pending{}
+
+// Resource implements Base.
+func (p Pending) Resource(name string) (Resource, error) {
+	for i := len(p.InFlight) - 1; i >= 0; i-- {
+		if r, ok := p.InFlight[i].Resources[name]; ok {
+			return r, nil
+		}
+	}
+	return p.Committed.Resource(name)
+}
+
+// Entry implements Base.
+func (p Pending) Entry(resource, key string) (Entry, bool, error) {
+	for i := len(p.InFlight) - 1; i >= 0; i-- {
+		if e, ok := p.InFlight[i].Entries[EntryID{resource, key}]; ok {
+			if e == nil {
+				return Entry{}, false, nil
+			}
+			return *e, true, nil
+		}
+	}
+	return p.Committed.Entry(resource, key)
+}
+
+// Rev implements Base.
+func (p Pending) Rev() (fence.Rev, error) {
+	if n := len(p.InFlight); n > 0 {
+		return p.InFlight[n-1].Rev, nil
+	}
+	return p.Committed.Rev()
+}
+
+// Resources implements Base.
+func (p Pending) Resources(fn func(name string, r Resource) error) error {
+	if len(p.InFlight) == 0 {
+		return p.Committed.Resources(fn)
+	}
+	all := map[string]Resource{}
+	if err := p.Committed.Resources(func(name string, r Resource) error {
+		all[name] = r
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, c := range p.InFlight {
+		maps.Copy(all, c.Resources)
+	}
+	for name, r := range all {
 		if err := fn(name, r); err != nil {
 			return err
 		}
