@@ -414,6 +414,9 @@ func TestLeaderEngine_ReadThrough(t *testing.T) {
 	}
 }
 
+// depth is the MaxInFlight of the pipeline's tests.
+const depth = 4
+
 // TestLeaderEngine_Pipeline checks the pipelined commit: commits are in
 // flight at once (MaxInFlight of them), each built on the ones before it,
 // and what the engine and the DB hold at the end is the same.
@@ -434,7 +437,7 @@ func TestLeaderEngine_Pipeline(t *testing.T) {
 		// commits behind this one were sent before it was applied.
 		for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); {
 			mu.Lock()
-			full := most >= state.DefaultMaxInFlight
+			full := most >= depth
 			mu.Unlock()
 			if full {
 				break
@@ -445,12 +448,12 @@ func TestLeaderEngine_Pipeline(t *testing.T) {
 		inFlight--
 		mu.Unlock()
 	}
-	db := openCache(t, m)
+	db := openCache(t, m, func(c *state.LeaderEngine) { c.MaxInFlight = depth })
 	const n = 64
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
-		if i < state.DefaultMaxInFlight {
+		if i < depth {
 			// One at a time until the pipeline is full: each change its
 			// own commit, sent while the ones before are held.
 			for deadline := time.Now().Add(time.Second); ; time.Sleep(time.Millisecond) {
@@ -476,8 +479,8 @@ func TestLeaderEngine_Pipeline(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if most != state.DefaultMaxInFlight {
-		t.Fatalf("at most %d commits in flight, want %d", most, state.DefaultMaxInFlight)
+	if most != depth {
+		t.Fatalf("at most %d commits in flight, want %d", most, depth)
 	}
 	for i := range 8 {
 		r := fmt.Sprintf("r%d", i)
@@ -506,7 +509,7 @@ func TestLeaderEngine_PipelineOutOfOrder(t *testing.T) {
 			once.Do(func() { time.AfterFunc(20*time.Millisecond, func() { close(second) }) })
 		}
 	}
-	db := openCache(t, m)
+	db := openCache(t, m, func(c *state.LeaderEngine) { c.MaxInFlight = depth })
 	tokens := make(chan fence.Token, 2)
 	go func() {
 		tok, err := db.Grant(ctx, "a", "h", time.Minute, time.Now())
@@ -554,7 +557,7 @@ func TestLeaderEngine_PipelineFailure(t *testing.T) {
 			}
 		}
 	}
-	db := openCache(t, m)
+	db := openCache(t, m, func(c *state.LeaderEngine) { c.MaxInFlight = depth })
 	first := make(chan error, 1)
 	go func() {
 		_, err := db.Grant(ctx, "r", "a", time.Minute, time.Now())

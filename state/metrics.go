@@ -5,7 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 var (
 	commitDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "fence_storage_commit_duration_seconds",
-		Help:    "Time from sending one commit (one engine transaction) to its acknowledgement: applied and durable, and every commit before it too.",
+		Help:    "Time to apply and make durable one commit (one engine transaction; with commits in flight, until it and every one before it are).",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	})
 	confirmDuration = prometheus.NewHistogram(prometheus.HistogramOpts{

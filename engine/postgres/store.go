@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -155,11 +154,6 @@ func OpenStore(ctx context.Context, connString string, opts state.EngineOptions)
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: store: %w", err)
-	}
-	if !strings.Contains(connString, "pool_max_conns") {
-		// The leader's commits in flight each hold a connection; leave
-		// room beside them for its lease's keepalive, reads and checks.
-		cfg.MaxConns = max(cfg.MaxConns, 2*state.DefaultMaxInFlight)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
