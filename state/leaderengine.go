@@ -181,13 +181,14 @@ func (c *LeaderEngine) Len() int {
 	return len(c.resources)
 }
 
-// Update implements Engine: Send, then wait for the answer.
+// Update implements Engine: Send, waiting for the answer on the caller's
+// goroutine.
 func (c *LeaderEngine) Update(ctx context.Context, fn func(tx Tx) error) error {
-	result, err := c.Send(fn)
+	p, prev, err := c.build(fn)
 	if err != nil {
 		return err
 	}
-	if err := <-result; err != nil {
+	if err := c.send(p, prev); err != nil {
 		c.Settle()
 		return err
 	}
@@ -212,47 +213,61 @@ func (c *LeaderEngine) Depth() int {
 // after them, in a goroutine of its own; once applied, and once every
 // commit before it is, they are kept in memory.
 func (c *LeaderEngine) Send(fn func(tx Tx) error) (<-chan error, error) {
-	tx := NewOverlay(Pending{Committed: cacheBase{c}, InFlight: c.inFlight()})
-	if err := fn(tx); err != nil {
-		return nil, err
-	}
-	ch, err := tx.Changes()
+	p, prev, err := c.build(fn)
 	if err != nil {
 		return nil, err
 	}
-	p := &pendingCommit{ch: ch, done: make(chan struct{})}
+	result := make(chan error, 1)
+	go func() { result <- c.send(p, prev) }()
+	return result, nil
+}
+
+// build runs fn on an overlay of the cache and of the commits in flight,
+// and puts its changes in flight, numbered after them; prev is the one
+// before it, nil if none.
+func (c *LeaderEngine) build(fn func(tx Tx) error) (p, prev *pendingCommit, err error) {
+	tx := NewOverlay(Pending{Committed: cacheBase{c}, InFlight: c.inFlight()})
+	if err := fn(tx); err != nil {
+		return nil, nil, err
+	}
+	ch, err := tx.Changes()
+	if err != nil {
+		return nil, nil, err
+	}
+	p = &pendingCommit{ch: ch, done: make(chan struct{})}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if !ch.Empty() {
 		c.sent++
 		ch.Seq = c.sent
 	}
-	var prev *pendingCommit
 	if n := len(c.pending); n > 0 {
 		prev = c.pending[n-1]
 	}
 	c.pending = append(c.pending, p)
-	c.mu.Unlock()
-	result := make(chan error, 1)
-	go func() {
-		cctx, cancel := context.WithTimeout(context.Background(), cmp.Or(c.CommitTimeout, DefaultCommitTimeout))
-		err := c.commit(cctx, ch, prev)
-		cancel()
-		if prev != nil {
-			<-prev.done
-			if prev.err != nil && err == nil {
-				// Only a commit that writes nothing can apply after one
-				// that failed; what it confirmed was built on that one.
-				err = fmt.Errorf("state: %w", ErrOutOfOrder)
-			}
+	return p, prev, nil
+}
+
+// send commits p after prev and, once both are applied, keeps p in memory;
+// it returns p's outcome.
+func (c *LeaderEngine) send(p, prev *pendingCommit) error {
+	cctx, cancel := context.WithTimeout(context.Background(), cmp.Or(c.CommitTimeout, DefaultCommitTimeout))
+	err := c.commit(cctx, p.ch, prev)
+	cancel()
+	if prev != nil {
+		<-prev.done
+		if prev.err != nil && err == nil {
+			// Only a commit that writes nothing can apply after one
+			// that failed; what it confirmed was built on that one.
+			err = fmt.Errorf("state: %w", ErrOutOfOrder)
 		}
-		if err == nil {
-			c.keep(p)
-		}
-		p.err = err
-		close(p.done)
-		result <- err
-	}()
-	return result, nil
+	}
+	if err == nil {
+		c.keep(p)
+	}
+	p.err = err
+	close(p.done)
+	return err
 }
 
 // inFlight returns the changes of the commits in flight, oldest first.

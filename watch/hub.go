@@ -314,7 +314,7 @@ func (s *Sub) lost(detail string) {
 // or ErrClosed. It returns ctx's error when ctx ends first.
 func (s *Sub) Next(ctx context.Context) (Event, error) {
 	for {
-		e, ok, changed, err := s.take(true)
+		e, ok, changed, err := s.take()
 		switch {
 		case err != nil:
 			return Event{}, err
@@ -331,8 +331,8 @@ func (s *Sub) Next(ctx context.Context) (Event, error) {
 }
 
 // take returns the next event of s's resources if there is one (ok); if
-// not, a channel closed when there may be. With advance false it only looks.
-func (s *Sub) take(advance bool) (e Event, ok bool, changed <-chan struct{}, err error) {
+// not, a channel closed when there may be.
+func (s *Sub) take() (e Event, ok bool, changed <-chan struct{}, err error) {
 	if s.err != nil {
 		return Event{}, false, nil, s.err
 	}
@@ -343,10 +343,7 @@ func (s *Sub) take(advance bool) (e Event, ok bool, changed <-chan struct{}, err
 	default:
 	}
 	if s.first != nil {
-		e = *s.first
-		if advance {
-			s.first = nil
-		}
+		e, s.first = *s.first, nil
 		return e, true, nil, nil
 	}
 	h := s.hub
@@ -360,15 +357,11 @@ func (s *Sub) take(advance bool) (e Event, ok bool, changed <-chan struct{}, err
 	case waiting <= Buffer:
 		s.allow = Buffer // caught up with its replay
 	}
-	for n := s.next; n <= h.seq; n++ {
-		if e := h.ring[(n-1)%RingSize]; strings.HasPrefix(e.Resource, s.prefix) {
-			if advance {
-				s.next = n + 1
-			}
+	for s.next <= h.seq {
+		e := h.ring[(s.next-1)%RingSize]
+		s.next++
+		if strings.HasPrefix(e.Resource, s.prefix) {
 			return e, true, nil, nil
-		}
-		if advance {
-			s.next = n + 1
 		}
 	}
 	if h.closed {
