@@ -102,3 +102,23 @@ type UnfencedStore interface {
 	// DeleteUnfenced removes resource/key if c holds and the key exists.
 	DeleteUnfenced(ctx context.Context, resource, key string, c Cond) (WriteResult, error)
 }
+
+// FenceStatus is a resource's fencing state: the last token the lock
+// service issued for it and the last fence its storage accepted or a grant
+// raised (LastFence <= LastToken).
+type FenceStatus struct {
+	Resource  string
+	LastToken Token
+	LastFence Token
+}
+
+// FenceLister is implemented by stores that can list every resource they
+// hold fencing state for, held now or not.
+type FenceLister interface {
+	// ListFences returns the resources with a token issued or a fence
+	// raised whose names start with prefix and sort after after (byte
+	// order; "" from the first), in byte order, at most limit
+	// (1..MaxListLimit) of them, and whether more follow. It wraps
+	// ErrBadRequest for a limit out of range.
+	ListFences(ctx context.Context, prefix, after string, limit int) (fences []FenceStatus, more bool, err error)
+}

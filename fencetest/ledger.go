@@ -33,6 +33,7 @@ func TestLedger(t *testing.T, open func(t *testing.T) Backend) {
 	t.Run("RequestRevoke", func(t *testing.T) { testRequestRevoke(t, open) })
 	t.Run("LastToken", func(t *testing.T) { testLastToken(t, open) })
 	t.Run("Floor", func(t *testing.T) { testFloor(t, open) })
+	t.Run("ListFences", func(t *testing.T) { testListFences(t, open) })
 }
 
 // updater is a backend that runs the rules of package state in its

@@ -50,30 +50,9 @@ func (s *Handler) lockStatus(c *call) error {
 }
 
 func (s *Handler) listLocks(c *call) error {
-	q := c.r.URL.Query()
-	for name := range q {
-		if name != "prefix" && name != "after" && name != "limit" {
-			return badRequest("unknown query parameter %q (known: prefix, after, limit)", name)
-		}
-	}
-	prefix, after := q.Get("prefix"), q.Get("after")
-	if prefix != "" {
-		if err := fence.ValidateResource(prefix); err != nil {
-			return fmt.Errorf("prefix: %w", err)
-		}
-	}
-	if after != "" {
-		if err := fence.ValidateResource(after); err != nil {
-			return fmt.Errorf("after: %w", err)
-		}
-	}
-	limit := wire.DefaultListLimit
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > fence.MaxListLimit {
-			return badRequest("limit %q: want an integer in 1..%d", v, fence.MaxListLimit)
-		}
-		limit = n
+	prefix, after, limit, err := pageQuery(c.r)
+	if err != nil {
+		return err
 	}
 	lister, ok := s.locker.(fence.Lister)
 	if !ok {
@@ -104,6 +83,37 @@ func (s *Handler) listLocks(c *call) error {
 	}
 	c.writeJSON(resp)
 	return nil
+}
+
+// pageQuery decodes the query of a listing: prefix, after (resource names
+// or "") and limit (1..fence.MaxListLimit, wire.DefaultListLimit if absent).
+func pageQuery(r *http.Request) (prefix, after string, limit int, err error) {
+	q := r.URL.Query()
+	for name := range q {
+		if name != "prefix" && name != "after" && name != "limit" {
+			return "", "", 0, badRequest("unknown query parameter %q (known: prefix, after, limit)", name)
+		}
+	}
+	prefix, after = q.Get("prefix"), q.Get("after")
+	if prefix != "" {
+		if err := fence.ValidateResource(prefix); err != nil {
+			return "", "", 0, fmt.Errorf("prefix: %w", err)
+		}
+	}
+	if after != "" {
+		if err := fence.ValidateResource(after); err != nil {
+			return "", "", 0, fmt.Errorf("after: %w", err)
+		}
+	}
+	limit = wire.DefaultListLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > fence.MaxListLimit {
+			return "", "", 0, badRequest("limit %q: want an integer in 1..%d", v, fence.MaxListLimit)
+		}
+		limit = n
+	}
+	return prefix, after, limit, nil
 }
 
 // takeWaitSlot counts a waiting acquire against the bounds on waiters (per

@@ -535,7 +535,7 @@ func TestHandler_Txn(t *testing.T) {
 func TestHandler_Routing(t *testing.T) {
 	e := newEnv(t)
 	t.Run("NotFound", func(t *testing.T) {
-		for _, p := range []string{"/", "/v1", "/v1/fences", "/v1/kv/r", "/v2/txn", "/healthz/", "/v1/locks/r/steal", "/favicon.ico"} {
+		for _, p := range []string{"/", "/v1", "/v1/fencesx", "/v1/kv/r", "/v2/txn", "/healthz/", "/v1/locks/r/steal", "/favicon.ico"} {
 			e.do("GET", p, "").problem(t, 404, "not_found")
 		}
 	})

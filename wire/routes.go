@@ -138,6 +138,8 @@ var (
 	OpHeadValue         = op("headValue", "HEAD", OnResource, PermRead)
 	OpPutValue          = write(op("putValue", "PUT", OnResource, PermWrite), "put")
 	OpDeleteValue       = write(op("deleteValue", "DELETE", OnResource, PermWrite), "delete")
+	OpListFences        = op("listFences", "GET", AnyCaller, PermRead)
+	OpHeadFences        = op("headFences", "HEAD", AnyCaller, PermRead)
 	OpGetFence          = op("getFence", "GET", OnResource, PermRead)
 	OpHeadFence         = op("headFence", "HEAD", OnResource, PermRead)
 	OpClaimFence        = write(op("claimFence", "POST", OnResource, PermWrite), "claim")
@@ -166,6 +168,7 @@ var Routes = []*Route{
 	route("/v1/locks/{resource}/transfer", OpTransferLock),
 	route("/v1/locks/{resource}/revoke", OpRevokeLock),
 	route("/v1/kv/{resource}/{key}", OpGetValue, OpHeadValue, OpPutValue, OpDeleteValue),
+	route("/v1/fences", OpListFences, OpHeadFences),
 	route("/v1/fences/{resource}", OpGetFence, OpHeadFence, OpClaimFence),
 	route("/v1/txn", OpTxn),
 }

@@ -314,6 +314,20 @@ type FenceResponse struct {
 	LastFence fence.Token `json:"last_fence"`
 }
 
+// FenceListResponse is the answer to GET /v1/fences. Next, when set, is
+// the after of the next page.
+type FenceListResponse struct {
+	Fences []ListedFence `json:"fences"`
+	Next   string        `json:"next,omitempty"`
+}
+
+// ListedFence is one resource of a FenceListResponse.
+type ListedFence struct {
+	Resource  string      `json:"resource"`
+	LastToken fence.Token `json:"last_token"`
+	LastFence fence.Token `json:"last_fence"`
+}
+
 // KeysResponse is the answer to GET /v1/keys. Keys is [] when the server
 // signs nothing.
 type KeysResponse struct {

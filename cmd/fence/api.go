@@ -260,22 +260,11 @@ func lsCmd(ctx context.Context, args []string, std stdio) error {
 	if len(c.args) == 1 {
 		prefix = c.args[0]
 	}
-	var all []fence.LockStatus
-	after := ""
-	for {
-		page := fence.MaxListLimit
-		if limit > 0 {
-			page = min(page, limit-len(all))
-		}
-		locks, next, err := c.api.List(ctx, prefix, after, page)
-		if err != nil {
-			return apiError(err)
-		}
-		all = append(all, locks...)
-		if next == "" || limit > 0 && len(all) >= limit {
-			break
-		}
-		after = next
+	all, err := allPages(limit, func(after string, page int) ([]fence.LockStatus, string, error) {
+		return c.api.List(ctx, prefix, after, page)
+	})
+	if err != nil {
+		return err
 	}
 	j := make([]map[string]any, 0, len(all))
 	var text strings.Builder
@@ -300,6 +289,66 @@ func lsCmd(ctx context.Context, args []string, std stdio) error {
 		}
 	}
 	return c.print(map[string]any{"locks": j}, strings.TrimSuffix(text.String(), "\n"))
+}
+
+// allPages reads a listing page after page, at most limit items (0: all
+// of them): fetch returns the page of at most page items after after, and
+// the after of the next ("" on the last).
+func allPages[T any](limit int, fetch func(after string, page int) ([]T, string, error)) ([]T, error) {
+	var all []T
+	after := ""
+	for {
+		page := fence.MaxListLimit
+		if limit > 0 {
+			page = min(page, limit-len(all))
+		}
+		items, next, err := fetch(after, page)
+		if err != nil {
+			return nil, apiError(err)
+		}
+		all = append(all, items...)
+		if next == "" || limit > 0 && len(all) >= limit {
+			return all, nil
+		}
+		after = next
+	}
+}
+
+func fencesCmd(ctx context.Context, args []string, std stdio) error {
+	var limit int
+	c := newAPICommand(std, "fences", "fence fences [PREFIX] [--limit N]", "  fence fences\n  fence fences orders/ -o json\n",
+		func(fs *flag.FlagSet) {
+			fs.IntVar(&limit, "limit", 0, "list at most `N` resources (default: all of them, a page at a time)")
+		})
+	if err := c.parse(args, "[PREFIX]"); err != nil {
+		return err
+	}
+	if limit < 0 {
+		return &usageError{fmt.Errorf("fences: --limit %d: want a positive number", limit)}
+	}
+	prefix := ""
+	if len(c.args) == 1 {
+		prefix = c.args[0]
+	}
+	all, err := allPages(limit, func(after string, page int) ([]fence.FenceStatus, string, error) {
+		return c.api.Fences(ctx, prefix, after, page)
+	})
+	if err != nil {
+		return err
+	}
+	j := make([]map[string]any, 0, len(all))
+	var text strings.Builder
+	for _, f := range all {
+		j = append(j, map[string]any{"resource": f.Resource, "last_token": f.LastToken, "last_fence": f.LastFence})
+		fmt.Fprintf(&text, "%s\tlast token %d\tlast fence %d\n", f.Resource, f.LastToken, f.LastFence)
+	}
+	if len(all) == 0 {
+		text.WriteString("no resource fenced")
+		if prefix != "" {
+			fmt.Fprintf(&text, " under %q", prefix)
+		}
+	}
+	return c.print(map[string]any{"fences": j}, strings.TrimSuffix(text.String(), "\n"))
 }
 
 func watchCmd(ctx context.Context, args []string, std stdio) error {

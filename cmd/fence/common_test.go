@@ -147,6 +147,50 @@ func TestLsCmd(t *testing.T) {
 	}
 }
 
+// TestFencesCmd checks fence fences: every resource's last token and last
+// fence, held or not, through the client's Fences (GET /v1/fences) a page
+// at a time.
+func TestFencesCmd(t *testing.T) {
+	url := fencetest.NewServer(t, nil)
+	c, err := client.NewAPI(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range []string{"jobs/b", "jobs/a", "jobs/a", "other"} {
+		l, err := c.Acquire(t.Context(), res, "h", time.Minute, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Release(t.Context(), res, l.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fences, next, err := c.Fences(t.Context(), "jobs/", "", 1)
+	if err != nil || len(fences) != 1 || fences[0] != (fence.FenceStatus{Resource: "jobs/a", LastToken: 2, LastFence: 2}) || next != "jobs/a" {
+		t.Fatalf("Fences(jobs/, limit 1) = %v, %q, %v; want jobs/a with token 2, next jobs/a", fences, next, err)
+	}
+	var out bytes.Buffer
+	if code := run(t.Context(), []string{"fences", "--addr", url, "jobs/", "-o", "json"}, stdio{nil, &out, io.Discard}); code != 0 {
+		t.Fatalf("fence fences exited %d", code)
+	}
+	if want := `{"fences":[{"last_fence":2,"last_token":2,"resource":"jobs/a"},{"last_fence":1,"last_token":1,"resource":"jobs/b"}]}`; strings.TrimSpace(out.String()) != want {
+		t.Fatalf("fence fences jobs/ -o json = %s, want %s", out.Bytes(), want)
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"fences", "--addr", url}, stdio{nil, &out, io.Discard}); code != 0 ||
+		out.String() != "jobs/a\tlast token 2\tlast fence 2\njobs/b\tlast token 1\tlast fence 1\nother\tlast token 1\tlast fence 1\n" {
+		t.Fatalf("fence fences: %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"fences", "--addr", url, "--limit", "1"}, stdio{nil, &out, io.Discard}); code != 0 || strings.Count(out.String(), "last token") != 1 {
+		t.Fatalf("fence fences --limit 1: %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"fences", "--addr", url, "nothing-here"}, stdio{nil, &out, io.Discard}); code != 0 || !strings.Contains(out.String(), "no resource fenced") {
+		t.Fatalf("fence fences nothing-here: %d %q", code, out.String())
+	}
+}
+
 func TestWatchCmd(t *testing.T) {
 	url := fencetest.NewServer(t, nil)
 	c, err := client.NewAPI(url)

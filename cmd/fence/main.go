@@ -58,6 +58,7 @@ func init() {
 		{"revoke", command{summary: "take a lock from its holder and fence it (needs admin when auth is on)", run: revokeCmd}},
 		{"status", command{summary: "print a lock's status", run: statusCmd}},
 		{"ls", command{summary: "list the locks held now (under a prefix)", run: lsCmd}},
+		{"fences", command{summary: "list every resource's last token and last fence (under a prefix)", run: fencesCmd}},
 		{"watch", command{summary: "print lock and fence events as they happen (under a prefix)", run: watchCmd}},
 		{"healthz", command{summary: "exit 0 if the server answers GET /readyz with 200 (a health check)", run: healthzCmd}},
 		{"cluster", command{summary: "print who leads the servers' store, the epoch and the servers", run: clusterCmd}},

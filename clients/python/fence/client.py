@@ -23,6 +23,8 @@ from .types import (
     Delete,
     Item,
     LeaseInfo,
+    FenceInfo,
+    FencePage,
     LockInfo,
     LockPage,
     LockStatus,
@@ -92,6 +94,18 @@ def _margin(ttl: float, safety_margin: Optional[Seconds]) -> float:
 
 def _ms(seconds: float) -> int:
     return int(round(seconds * 1000))
+
+
+def _page_path(path: str, prefix: str, after: str, limit: Optional[int]) -> str:
+    """The path of a listing's page: path with its prefix, after and limit."""
+    q: Dict[str, str] = {}
+    if prefix:
+        q["prefix"] = prefix
+    if after:
+        q["after"] = after
+    if limit is not None:
+        q["limit"] = str(limit)
+    return path + ("?" + urllib.parse.urlencode(q) if q else "")
 
 
 def _seg(s: str, what: str) -> str:
@@ -592,16 +606,8 @@ class Client:
         ``prefix``, after ``after`` in byte order, at most ``limit`` (1..1000,
         default the server's 100). ``page.next`` is the ``after`` of the next
         page, None on the last."""
-        q: Dict[str, str] = {}
-        if prefix:
-            q["prefix"] = prefix
-        if after:
-            q["after"] = after
-        if limit is not None:
-            q["limit"] = str(limit)
-        path = "/v1/locks" + ("?" + urllib.parse.urlencode(q) if q else "")
         return self._json(
-            Request("GET", path, retryable=True),
+            Request("GET", _page_path("/v1/locks", prefix, after, limit), retryable=True),
             decode=lambda d: LockPage(locks=[LockInfo.from_json(x) for x in d.get("locks") or []], next=d.get("next") or None),
         )
 
@@ -613,6 +619,30 @@ class Client:
             page = self.list_locks(prefix, after, page_size)
             for lk in page.locks:
                 yield lk
+            if not page.next:
+                return
+            after = page.next
+
+    def list_fences(self, prefix: str = "", after: str = "", limit: Optional[int] = None) -> FencePage:
+        """One page of the resources for which a token was issued or a fence
+        raised, held now or not, with their last token and last fence
+        (GET /v1/fences): those whose name starts with ``prefix``, after
+        ``after`` in byte order, at most ``limit`` (1..1000, default the
+        server's 100). ``page.next`` is the ``after`` of the next page, None
+        on the last."""
+        return self._json(
+            Request("GET", _page_path("/v1/fences", prefix, after, limit), retryable=True),
+            decode=lambda d: FencePage(fences=[FenceInfo.from_json(x) for x in d.get("fences") or []], next=d.get("next") or None),
+        )
+
+    def fences(self, prefix: str = "", page_size: Optional[int] = None) -> Iterator[FenceInfo]:
+        """Iterate over every resource's last token and last fence under
+        ``prefix``, fetching page after page (``page_size`` each)."""
+        after = ""
+        while True:
+            page = self.list_fences(prefix, after, page_size)
+            for f in page.fences:
+                yield f
             if not page.next:
                 return
             after = page.next

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from dataclasses import dataclass, field
-from typing import Any, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from .errors import InvalidTokenError
 
@@ -243,6 +243,30 @@ class LockPage:
     None on the last."""
 
     locks: List[LockInfo]
+    next: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class FenceInfo:
+    """A resource's fencing state, from a listing of the fences: the last
+    token the lock service issued for it and the highest token its storage
+    accepted or a grant raised its fence to."""
+
+    resource: str
+    last_token: int
+    last_fence: int
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "FenceInfo":
+        return cls(resource=d["resource"], last_token=check_token(d["last_token"]), last_fence=check_token(d["last_fence"]))
+
+
+@dataclass(frozen=True)
+class FencePage:
+    """One page of a listing of the fences; ``next`` is the ``after`` of the
+    next page, None on the last."""
+
+    fences: List[FenceInfo]
     next: Optional[str] = None
 
 

@@ -181,3 +181,29 @@ class TokenBoundaryTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class FencesTest(unittest.TestCase):
+    """Listing every resource's last token and last fence (GET /v1/fences)."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = FenceServer()
+        cls.addClassCleanup(cls.server.stop)
+        cls.client = fence.Client(cls.server.addr)
+
+    def test_released_resources_are_listed(self) -> None:
+        c = self.client
+        for name in ("fx/b", "fx/a", "fx/a", "fx/c"):
+            lease = c.acquire_raw(name, "h", ttl=60)
+            c.release(name, lease.token)
+        page = c.list_fences(prefix="fx/", limit=2)
+        self.assertEqual(page.fences, [fence.FenceInfo("fx/a", 2, 2), fence.FenceInfo("fx/b", 1, 1)])
+        self.assertEqual(page.next, "fx/b")
+        last = c.list_fences(prefix="fx/", after=page.next)
+        self.assertEqual(last.fences, [fence.FenceInfo("fx/c", 1, 1)])
+        self.assertIsNone(last.next)
+        self.assertEqual([f.resource for f in c.fences(prefix="fx/", page_size=1)], ["fx/a", "fx/b", "fx/c"])
+        self.assertEqual(list(c.fences(prefix="nothing/")), [])
+        with self.assertRaises(fence.BadRequestError):
+            c.list_fences(limit=0)

@@ -171,6 +171,22 @@ export interface ListPage {
   next?: string;
 }
 
+/** A resource's fencing state, from a listing of the fences. */
+export interface ListedFence {
+  resource: string;
+  /** The last token the lock service issued for the resource. */
+  lastToken: bigint;
+  /** The highest token the storage accepted or a grant raised the fence to. */
+  lastFence: bigint;
+}
+
+/** One page of GET /v1/fences. */
+export interface FencePage {
+  fences: ListedFence[];
+  /** The `after` of the next page; undefined on the last page. */
+  next?: string;
+}
+
 /** Options of a listing. */
 export interface ListOptions extends CallOptions {
   /** Only the locks whose resource starts with it. */
@@ -740,15 +756,7 @@ export class Client {
 
   /** Returns one page of the locks held now: GET /v1/locks. */
   async listPage(options: ListOptions = {}): Promise<ListPage> {
-    const q = new URLSearchParams();
-    if (options.prefix) q.set("prefix", options.prefix);
-    if (options.after) q.set("after", options.after);
-    if (options.limit !== undefined) {
-      if (!Number.isInteger(options.limit)) throw new TypeError("fence: limit must be an integer");
-      q.set("limit", String(options.limit));
-    }
-    const qs = q.toString();
-    const path = "/v1/locks" + (qs ? "?" + qs : "");
+    const path = pagePath("/v1/locks", options);
     const what = `GET ${path}`;
     const o = await this.#json({ method: "GET", path, retryable: true, signal: options.signal });
     if (!Array.isArray(o.locks)) throw new ProtocolError(`fence: ${what}: no locks array`);
@@ -784,6 +792,39 @@ export class Client {
     for (;;) {
       const page = await this.listPage({ ...options, after });
       yield* page.locks;
+      if (page.next === undefined) return;
+      after = page.next;
+    }
+  }
+
+  /**
+   * Returns one page of the resources for which a token was issued or a
+   * fence raised, held now or not, with their last token and last fence:
+   * GET /v1/fences.
+   */
+  async fencesPage(options: ListOptions = {}): Promise<FencePage> {
+    const path = pagePath("/v1/fences", options);
+    const what = `GET ${path}`;
+    const o = await this.#json({ method: "GET", path, retryable: true, signal: options.signal });
+    if (!Array.isArray(o.fences)) throw new ProtocolError(`fence: ${what}: no fences array`);
+    const fences = o.fences.map((f): ListedFence => {
+      if (f === null || typeof f !== "object" || Array.isArray(f)) throw new ProtocolError(`fence: ${what}: a fence is not an object`);
+      return { resource: strOf(f, "resource", what), lastToken: bigOf(f, "last_token", what), lastFence: bigOf(f, "last_fence", what) };
+    });
+    const page: FencePage = { fences };
+    if (typeof o.next === "string" && o.next !== "") page.next = o.next;
+    return page;
+  }
+
+  /**
+   * Lists every resource's last token and last fence under options.prefix,
+   * page after page, as an async iterator.
+   */
+  async *fences(options: ListOptions = {}): AsyncGenerator<ListedFence, void, undefined> {
+    let after = options.after;
+    for (;;) {
+      const page = await this.fencesPage({ ...options, after });
+      yield* page.fences;
       if (page.next === undefined) return;
       after = page.next;
     }
@@ -937,4 +978,17 @@ function show(v: unknown): string {
 
 function checkMs(v: number, name: string): void {
   if (typeof v !== "number" || !Number.isFinite(v) || v < 0) throw new TypeError(`fence: ${name} must be a non-negative number of milliseconds`);
+}
+
+/** The path of a listing's page: path with its prefix, after and limit. */
+function pagePath(path: string, options: ListOptions): string {
+  const q = new URLSearchParams();
+  if (options.prefix) q.set("prefix", options.prefix);
+  if (options.after) q.set("after", options.after);
+  if (options.limit !== undefined) {
+    if (!Number.isInteger(options.limit)) throw new TypeError("fence: limit must be an integer");
+    q.set("limit", String(options.limit));
+  }
+  const qs = q.toString();
+  return path + (qs ? "?" + qs : "");
 }
