@@ -340,6 +340,48 @@ func TestDashboard_StaleHolder(t *testing.T) {
 	b.noProblems()
 }
 
+// TestDashboard_OpenedAfter runs the stale-holder story first and opens
+// the page after it, as a user who reads the README does: the timeline
+// shows the story from the server's recent events, the fences panel lists
+// a resource nobody holds now, and the locks are what the listing says
+// (A's replayed grant does not make A a holder again).
+func TestDashboard_OpenedAfter(t *testing.T) {
+	srv := start(t, t.TempDir())
+	api := storyClient{t: t, url: srv.URL}
+	old := api.acquire("archive", "worker-old", time.Minute, 0)
+	if code := api.do("POST", "/v1/locks/archive/release", fmt.Sprintf(`{"token":%d}`, old), nil, nil); code != 200 {
+		t.Fatalf("release archive: %d", code)
+	}
+	tokenA := api.acquire("orders", "worker-a", 300*time.Millisecond, 0)
+	tokenB := api.acquire("orders", "worker-b", time.Minute, 5*time.Second)
+	if code, p := api.put("orders", "invoice-7", tokenB, "paid by B"); code != 200 {
+		t.Fatalf("B's write: %d %+v", code, p)
+	}
+	if code, p := api.put("orders", "invoice-7", tokenA, "paid by A"); code != 409 || p.Code != "fenced" {
+		t.Fatalf("A's stale write: %d %+v, want 409 fenced", code, p)
+	}
+
+	b := newBrowser(t)
+	b.open(srv.URL + "/ui/")
+	b.waitFor("the stream live", `document.body.dataset.watch === "live"`)
+	a, bt := strconv.FormatUint(tokenA, 10), strconv.FormatUint(tokenB, 10)
+	b.waitFor("the story on the timeline", `document.querySelectorAll('#timeline tbody tr[data-resource="orders"]').length === 6`)
+	order := eval[[]string](b, `[...document.querySelectorAll('#timeline tbody tr[data-resource="orders"]')].map((tr) => tr.dataset.type + ":" + tr.dataset.token)`)
+	if want := []string{"write_rejected:" + a, "fence_raised:" + bt, "granted:" + bt, "expired:" + a, "fence_raised:" + a, "granted:" + a}; strings.Join(order, " ") != strings.Join(want, " ") {
+		t.Errorf("timeline of orders, newest first = %v, want %v", order, want)
+	}
+	b.waitFor("archive, released, among the fences", `(() => {
+		const tr = document.querySelector('#resources tr[data-resource="archive"]');
+		return tr && tr.querySelector("td.last-fence").textContent === "`+strconv.FormatUint(old, 10)+`" &&
+			tr.querySelector("td.held").textContent === "free";
+	})()`)
+	b.waitFor("B, and only B, holding orders", `[...document.querySelectorAll("#locks tbody tr")].map((tr) => tr.dataset.resource + "=" + tr.querySelector("td.holder").textContent).join(" ") === "orders=worker-b"`)
+	// A new event after the replay is applied to the locks as before.
+	api.acquire("payments", "worker-p", time.Minute, 0)
+	b.waitFor("payments held", `document.querySelector('#locks tr[data-resource="payments"] td.holder')?.textContent === "worker-p"`)
+	b.noProblems()
+}
+
 // TestDashboard_Reconnect stops the server under the page and starts it
 // again on the same address and data: the page says it is offline, then
 // reconnects with Last-Event-ID, is told by the new stream that events were

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/fence-lock/fence"
@@ -60,8 +61,8 @@ func eventOf(e watch.Event) wire.Event {
 func (s *Handler) watch(c *call) error {
 	q := c.r.URL.Query()
 	for name := range q {
-		if name != "prefix" && name != "last_event_id" {
-			return badRequest("unknown query parameter %q (known: prefix, last_event_id)", name)
+		if name != "prefix" && name != "last_event_id" && name != "replay" {
+			return badRequest("unknown query parameter %q (known: prefix, last_event_id, replay)", name)
 		}
 	}
 	prefix := q.Get("prefix")
@@ -76,6 +77,14 @@ func (s *Handler) watch(c *call) error {
 	if after == "" {
 		after = q.Get("last_event_id")
 	}
+	replay := 0
+	if v := q.Get("replay"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > watch.RingSize {
+			return badRequest("replay %q: want an integer in 0..%d", v, watch.RingSize)
+		}
+		replay = n
+	}
 	if s.Events == nil {
 		return fmt.Errorf("%w: this server's lock service cannot watch", fence.ErrNotFound)
 	}
@@ -86,7 +95,13 @@ func (s *Handler) watch(c *call) error {
 			Reason: "too many watch streams open: close one, or watch a shorter prefix with one stream"}
 	}
 	defer s.watching.give(key)
-	sub, err := s.Events.Subscribe(prefix, after)
+	var sub *watch.Sub
+	var err error
+	if after == "" && replay > 0 {
+		sub, err = s.Events.SubscribeReplay(prefix, replay)
+	} else { // a resume goes on from where it was, replay or not
+		sub, err = s.Events.Subscribe(prefix, after)
+	}
 	switch {
 	case errors.Is(err, watch.ErrBadID):
 		return fmt.Errorf("%w: %s: %w", fence.ErrBadRequest, wire.LastEventIDHeader, err)
@@ -103,6 +118,9 @@ func (s *Handler) watch(c *call) error {
 	h.Set("Content-Type", sse.ContentType)
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // tells nginx not to buffer the stream
+	if head := sub.Head(); head != "" {
+		h.Set(wire.EventHeadHeader, head)
+	}
 	c.w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(c.w)
 	send := func(write func() error) bool {

@@ -208,14 +208,10 @@ func (h *Hub) Subscribe(prefix, after string) (*Sub, error) {
 			return nil, err
 		}
 	}
-	s := &Sub{hub: h, prefix: prefix, done: make(chan struct{})}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, ErrClosed
-	}
-	s.next = h.seq + 1
-	if after != "" {
+	return h.subscribe(prefix, func(s *Sub) {
+		if after == "" {
+			return
+		}
 		oldest := h.seq - uint64(len(h.ring)) // events after oldest are kept
 		switch {
 		case stream != h.stream:
@@ -227,7 +223,33 @@ func (h *Hub) Subscribe(prefix, after string) (*Sub, error) {
 		default:
 			s.next = seq + 1
 		}
+	})
+}
+
+// SubscribeReplay returns a subscription to the events of the resources
+// that start with prefix that begins n events back: with those of the last
+// n events published (at most the RingSize the hub keeps) and goes on with
+// the next ones. Sub.Head tells the events replayed from the new ones.
+func (h *Hub) SubscribeReplay(prefix string, n int) (*Sub, error) {
+	return h.subscribe(prefix, func(s *Sub) {
+		s.next -= min(uint64(max(n, 0)), uint64(len(h.ring)))
+	})
+}
+
+// subscribe makes a subscription that starts with the next event
+// published, unless start, called under the hub's lock, moves it back.
+func (h *Hub) subscribe(prefix string, start func(s *Sub)) (*Sub, error) {
+	s := &Sub{hub: h, prefix: prefix, done: make(chan struct{})}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
 	}
+	s.next = h.seq + 1
+	if h.seq > 0 {
+		s.head = h.id(h.seq)
+	}
+	start(s)
 	s.allow = max(Buffer, h.seq+1-s.next) // a replay may take the whole ring
 	h.subs.Add(1)
 	return s, nil
@@ -297,11 +319,17 @@ type Sub struct {
 	next   uint64 // the sequence number of the next event to look at
 	allow  uint64 // how many events may wait before it is cut off: Buffer, or more while it replays
 	first  *Event // a Lost event to take before the ring's, if any
+	head   string // the ID of the last event published when it subscribed
 	err    error  // why it ended, once it has
 
 	doneOnce sync.Once
 	done     chan struct{} // closed by Close
 }
+
+// Head returns the ID of the last event the hub had published when s
+// subscribed, "" if none: the events up to it are from before (a resume's
+// or a replay's), those after it new.
+func (s *Sub) Head() string { return s.head }
 
 // lost puts a Lost event first; the caller holds hub.mu.
 func (s *Sub) lost(detail string) {

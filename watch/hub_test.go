@@ -77,6 +77,47 @@ func TestResume(t *testing.T) {
 	}
 }
 
+// TestReplay checks SubscribeReplay: the last n events (at most those kept)
+// of the prefix come first, then the new ones; Head names the last event
+// from before.
+func TestReplay(t *testing.T) {
+	h := NewHub()
+	if s, _ := h.SubscribeReplay("", 5); s.Pending() != 0 || s.Head() != "" {
+		t.Fatalf("replay of an empty hub: Pending %d, Head %q; want 0 and none", s.Pending(), s.Head())
+	}
+	publish(h, 6, "r")
+	publish(h, 4, "other")
+	s, err := h.SubscribeReplay("r", 7) // events 4..10: r's 4, 5 and 6
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := h.Stream() + "-10"; s.Head() != want {
+		t.Fatalf("Head = %q, want %q", s.Head(), want)
+	}
+	for want := 4; want <= 6; want++ {
+		if e := next(t, s); e.ID != fmt.Sprintf("%s-%d", h.Stream(), want) {
+			t.Fatalf("replayed event %+v, want seq %d", e, want)
+		}
+	}
+	publish(h, 1, "r")
+	if e := next(t, s); e.ID != h.Stream()+"-11" {
+		t.Fatalf("live event after the replay: %+v", e)
+	}
+	// More than the ring keeps: all of the ring, and no Lost event.
+	publish(h, RingSize, "r")
+	all, _ := h.SubscribeReplay("", RingSize*2)
+	if e := next(t, all); e.ID != fmt.Sprintf("%s-%d", h.Stream(), 12) || e.Type != Granted {
+		t.Fatalf("first event of a replay of more than the ring: %+v, want the oldest kept (12)", e)
+	}
+	if got := all.Pending(); got != RingSize-1 {
+		t.Fatalf("Pending after the first = %d, want %d", got, RingSize-1)
+	}
+	if none, _ := h.SubscribeReplay("", 0); none.Pending() != 0 {
+		t.Fatalf("replay of 0: Pending %d", none.Pending())
+	}
+	h.Close()
+}
+
 func TestLost(t *testing.T) {
 	h := NewHub()
 	publish(h, RingSize+10, "r")

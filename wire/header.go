@@ -24,6 +24,12 @@ const (
 	// LastEventIDHeader names, on GET /v1/watch, the last event a
 	// reconnecting watcher received.
 	LastEventIDHeader = "Last-Event-ID"
+
+	// EventHeadHeader, on a GET /v1/watch answer, is the ID of the last
+	// event the server had published when the stream opened (absent if
+	// none): the events up to it that the stream sends first (a resume's
+	// catch-up, a replay) are from before; those after it are new.
+	EventHeadHeader = "Fence-Event-Head"
 )
 
 // Watch streams, as GET /v1/watch answers them.

@@ -1,7 +1,8 @@
 // The fence dashboard. Everything it shows comes from the v1 API of the
 // server that serves it: GET /v1/locks (the locks held now), GET /v1/watch
-// (the events, as Server-Sent Events), GET /v1/locks/{resource} and
-// GET /v1/fences/{resource} (last token, last fence), GET /v1/cluster.
+// (the events, as Server-Sent Events, the recent ones replayed when the
+// page opens), GET /v1/fences (every resource's last token and last fence,
+// held or not), GET /v1/cluster.
 //
 // Tokens are integers up to 2^63-1, more than a JavaScript number holds
 // exactly: every integer of every answer is kept as its decimal string
@@ -12,9 +13,9 @@
   // Limits of what the page fetches and keeps.
   const PAGE_DEFAULT = 100; // GET /v1/locks page size (?limit= on the page's URL changes it)
   const MAX_LOCKS = 5000; // locks listed at most
+  const MAX_FENCES = 5000; // resources listed at most (GET /v1/fences)
   const MAX_RESOURCES = 200; // rows of the fences table at most
-  const MAX_EVENTS = 500; // rows of the timeline at most
-  const DETAIL_FETCHES = 4; // resource detail requests in flight at once
+  const MAX_EVENTS = 500; // rows of the timeline at most; also the events replayed on opening
   const CLUSTER_EVERY_MS = 10000;
   const RELIST_EVERY_MS = 15000; // waiters change without events: list again now and then
   const RELIST_AFTER_EVENT_MS = 400;
@@ -154,7 +155,7 @@
     pageSize: PAGE_DEFAULT,
     token: '', // a bearer token typed in, if the browser's credentials did not do
     locks: new Map(), // resource -> {resource, holder, token, expires_at, waiters, expiresMs}
-    resources: new Map(), // resource -> {last_token, last_fence, fetched}
+    resources: new Map(), // resource -> {last_token, last_fence}
     listings: [], // listings in flight: the events that arrive meanwhile, to apply after
     skewMs: 0, // the server's clock minus ours, when far apart
     errors: new Map(), // source -> message
@@ -162,6 +163,7 @@
     events: 0,
     rejected: 0,
     lastEventID: '',
+    head: null, // {stream, seq} of the server's last event when the stream opened: events up to it are history
     retryMs: 1000,
     watch: null, // the AbortController of the stream
     watchGen: 0,
@@ -522,62 +524,63 @@
     return Math.floor(s / 86400) + ' d ' + pad(Math.floor(s / 3600) % 24) + ' h';
   }
 
-  // Resources: last token and last fence.
+  // Resources: last token and last fence, listed from GET /v1/fences
+  // (every resource with a token issued, held now or not) and raised by
+  // the events in between.
 
-  const detailQueue = [];
-  let detailsInFlight = 0;
-
-  // seeResource notes a resource listed or seen in an event, and fetches
-  // its last token and last fence the first time.
+  // seeResource notes a resource listed or seen in an event.
   function seeResource(name) {
-    if (name === undefined || name === '') return;
+    if (name === undefined || name === '') return undefined;
     let r = state.resources.get(name);
     if (!r) {
-      r = { last_token: undefined, last_fence: undefined, fetched: false, queued: false };
+      r = { last_token: undefined, last_fence: undefined };
       state.resources.set(name, r);
     }
-    if (!r.fetched && !r.queued) {
-      r.queued = true;
-      detailQueue.push(name);
-      pumpDetails();
-    }
+    return r;
   }
 
-  function pumpDetails() {
-    while (detailsInFlight < DETAIL_FETCHES && detailQueue.length > 0) {
-      const name = detailQueue.shift();
-      detailsInFlight++;
-      fetchDetail(name).finally(() => {
-        detailsInFlight--;
-        pumpDetails();
-      });
-    }
-  }
+  let fencing = false; // a listing of the fences in flight
+  let fenceAgain = false;
 
-  async function fetchDetail(name) {
-    const r = state.resources.get(name);
-    if (!r) return;
+  async function listFences() {
+    if (fencing) {
+      fenceAgain = true;
+      return;
+    }
+    fencing = true;
+    const prefix = state.prefix;
     try {
-      const [lock, fence] = await Promise.all([
-        api('/v1/locks/' + seg(name)),
-        api('/v1/fences/' + seg(name)),
-      ]);
-      // Both only grow: the higher of what is known wins.
-      r.last_token = maxInt(r.last_token, lock.last_token);
-      r.last_fence = maxInt(r.last_fence, fence.last_fence);
-      r.fetched = true;
-      setError('resources', null);
-    } catch (e) {
-      if (e.status === 403) {
-        r.fetched = true; // this token may not read it: the events still tell
-        r.denied = true;
-      } else {
-        setError('resources', e);
+      const fences = [];
+      let after = '';
+      let more = false;
+      do {
+        const q = new URLSearchParams();
+        if (prefix) q.set('prefix', prefix);
+        if (after) q.set('after', after);
+        q.set('limit', '1000');
+        const page = await api('/v1/fences?' + q.toString());
+        fences.push(...(page.fences || []));
+        after = page.next || '';
+        more = after !== '' && fences.length >= MAX_FENCES;
+      } while (after && !more);
+      if (prefix !== state.prefix) return; // the filter changed meanwhile
+      for (const f of fences) {
+        const r = seeResource(f.resource);
+        // Both only grow: the higher of what is known wins.
+        r.last_token = maxInt(r.last_token, f.last_token);
+        r.last_fence = maxInt(r.last_fence, f.last_fence);
       }
+      setError('resources', null);
+      renderResourcesSoon();
+    } catch (e) {
+      setError('resources', e);
     } finally {
-      r.queued = false;
+      fencing = false;
+      if (fenceAgain) {
+        fenceAgain = false;
+        listFences();
+      }
     }
-    renderResourcesSoon();
   }
 
   let resourcesFrame = 0;
@@ -610,13 +613,6 @@
     $('resources-empty').hidden = names.length > 0;
   }
 
-  // refetchResources fetches every resource's details again (after the
-  // stream lost events).
-  function refetchResources() {
-    for (const r of state.resources.values()) r.fetched = false;
-    for (const name of state.resources.keys()) seeResource(name);
-  }
-
   // The timeline, from GET /v1/watch.
 
   // watchLoop keeps one stream open, reconnecting with Last-Event-ID.
@@ -633,9 +629,16 @@
       try {
         setConn('connecting', failures > 0 ? 'reconnecting' : 'connecting');
         const h = headers({ Accept: 'text/event-stream' });
-        if (state.lastEventID) h['Last-Event-ID'] = state.lastEventID;
+        // A reconnect resumes after the last event; the first stream
+        // replays the recent events, so that the timeline shows what
+        // happened before the page opened.
+        let path = '/v1/watch?replay=' + MAX_EVENTS;
+        if (state.lastEventID) {
+          h['Last-Event-ID'] = state.lastEventID;
+          path = '/v1/watch';
+        }
         arm();
-        const resp = await fetch(abs('/v1/watch'), { headers: h, cache: 'no-store', credentials: 'same-origin', signal: ctrl.signal });
+        const resp = await fetch(abs(path), { headers: h, cache: 'no-store', credentials: 'same-origin', signal: ctrl.signal });
         if (!resp.ok) {
           const text = await resp.text();
           let body = null;
@@ -659,9 +662,11 @@
         failures = 0;
         setError('watch', null);
         setConn('live', 'live');
+        state.head = eventSeq(resp.headers.get('Fence-Event-Head'));
         // Subscribed: whatever changes from now on comes as an event, so a
         // listing now misses nothing.
         listLocks();
+        listFences();
         const parser = new SSEParser(onStreamEvent, (ms) => { state.retryMs = ms; });
         const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
         for (;;) {
@@ -706,6 +711,19 @@
     return new Promise((resolve) => setTimeout(resolve, ms));
   }
 
+  // eventSeq splits an event ID, "<stream>-<seq>", into {stream, seq}.
+  function eventSeq(id) {
+    const m = /^([0-9a-f]+)-([0-9]+)$/.exec(id || '');
+    return m ? { stream: m[1], seq: Number(m[2]) } : null;
+  }
+
+  // isHistory reports whether the event of id was published before the
+  // stream opened (a replay's or a resume's catch-up).
+  function isHistory(id) {
+    const e = eventSeq(id);
+    return state.head !== null && e !== null && e.stream === state.head.stream && e.seq <= state.head.seq;
+  }
+
   function onStreamEvent(msg) {
     if (msg.id) state.lastEventID = msg.id;
     let e;
@@ -716,27 +734,32 @@
       return;
     }
     if (!e.type) e.type = msg.type;
-    onEvent(e);
+    onEvent(e, isHistory(msg.id));
   }
 
   // onEvent applies one event of the stream and adds it to the timeline.
-  function onEvent(e) {
+  // An event from before the stream opened (history) goes on the timeline
+  // and raises the fences it tells of; the locks held come from the
+  // listing made once the stream opened, which is newer.
+  function onEvent(e, history) {
     if (e.type === 'lost') {
       addTimelineRow(e);
       listLocks();
-      refetchResources();
+      listFences();
+      return;
+    }
+    if (e.resource !== undefined) {
+      const r = seeResource(e.resource);
+      r.last_fence = maxInt(r.last_fence, e.last_fence);
+      if (e.type === 'granted' || e.type === 'fence_raised') r.last_token = maxInt(r.last_token, e.token);
+    }
+    if (history) {
+      addTimelineRow(e);
+      renderResourcesSoon();
       return;
     }
     for (const run of state.listings) run.events.push(e);
     applyLockEvent(e);
-    if (e.resource !== undefined) {
-      seeResource(e.resource);
-      const r = state.resources.get(e.resource);
-      if (r) {
-        r.last_fence = maxInt(r.last_fence, e.last_fence);
-        if (e.type === 'granted' || e.type === 'fence_raised') r.last_token = maxInt(r.last_token, e.token);
-      }
-    }
     if (e.type === 'granted' || e.type === 'released' || e.type === 'expired' || e.type === 'revoked') {
       scheduleList(RELIST_AFTER_EVENT_MS); // the waiters changed
     }
@@ -915,6 +938,7 @@
       renderLocks();
       renderResources();
       listLocks();
+      listFences();
     };
     input.addEventListener('input', () => {
       clearTimeout(timer);
@@ -935,7 +959,7 @@
     listLocks();
     watchLoop(state.watchGen);
     loadCluster();
-    refetchResources();
+    listFences();
   }
 
   function main() {
@@ -948,12 +972,14 @@
     renderLocks();
     renderResources();
     listLocks(); // a first view at once; listed again once the stream is open
+    listFences();
     state.watchGen++;
     watchLoop(state.watchGen);
     loadCluster();
     setInterval(tick, 250);
     setInterval(loadCluster, CLUSTER_EVERY_MS);
     setInterval(() => scheduleList(0), RELIST_EVERY_MS);
+    setInterval(listFences, RELIST_EVERY_MS);
   }
 
   // For tests and the console.
