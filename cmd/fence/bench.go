@@ -15,17 +15,24 @@ import (
 
 	// Named load: the subcommand's function is bench, as in the commands table.
 	load "github.com/fence-lock/fence/internal/tools/bench"
+	"github.com/fence-lock/fence/internal/tools/embedded"
 )
 
 const benchSynopsis = `fence bench [--workload cycle|write|contended] [--clients N] [--resources M] [--duration D] [flags]
 
-Measures a running fence server: a closed-loop load generator (each client
+Measures a fence server: a closed-loop load generator (each client
 sends its next request when the previous one is answered, each on its own
 HTTP connection), then a report of operations per second, latency per step
 (p50, p99, p99.9) and every error, counted by its problem code ("network" or
 "timeout" when the request got no answer). Run it against a deployment, not
 against a server that holds data you care about: it writes the key --key in
 the resources bench-0 ... bench-<M-1>.
+
+The server measured is the one at --addr (or FENCE_ADDR). Without either,
+bench starts a fence server inside its own process, on the embedded store in
+a temporary directory (removed after the run), with serve's defaults: every
+change fsynced before it is answered. It shares this machine's CPUs with the
+load generator. stderr says which server is measured.
 
 Workloads:
   cycle      each client loops acquire → PUT with the token in Fencing-Token →
@@ -67,8 +74,11 @@ Report with -o json: one JSON object on stdout, with the members
                        the run's settings
   warmup_s, duration_s the warm-up and the time measured, in seconds
   interrupted          true if SIGINT ended the run early
-  ops, ops_per_s       operations completed in the measured time: cycles
-                       (cycle, contended) or accepted writes (write)
+  ops, ops_per_s       operations completed: cycles whose acquire was granted
+                       in the measured time (cycle, contended; each such
+                       acquisition is one cycle, an op or an error, so
+                       acquisitions = ops + errors_total), or writes
+                       accepted in it (write)
   acquisitions, acquisitions_per_s
                        acquires granted in the measured time
   handoffs             acquisitions where the previous grant of the resource
@@ -88,7 +98,8 @@ Report with -o json: one JSON object on stdout, with the members
   expired_leases       grants while another client had not released a lease
                        that may have expired: legitimate, the cause of fenced`
 
-const benchExamples = `  fence bench --addr http://127.0.0.1:7700
+const benchExamples = `  fence bench                                    # an embedded server, started for the run
+  fence bench --addr http://127.0.0.1:7700
   fence bench --workload cycle --clients 16 --duration 30s --report bench.html
   fence bench --workload contended --clients 16 --resources 1 -o json
   FENCE_ADDR=http://fence.internal:7700 fence bench --workload write --clients 8
@@ -111,6 +122,10 @@ const benchPlainEvery = 5 * time.Second
 func benchFlags(cfg *benchConfig, out io.Writer) *flag.FlagSet {
 	fs := newFlagSet("bench", benchSynopsis, benchExamples, out)
 	addClientFlags(fs, &cfg.clientConfig)
+	// Here no address means a server of bench's own, not the default one.
+	addr := fs.Lookup("addr")
+	addr.Usage = "base `URL` of the fence server to measure (host:port means http://host:port), or of a cluster's servers separated by commas (default: an embedded server started for the run)"
+	addr.DefValue, cfg.clientConfig.Addr = "", ""
 	fs.Func("workload", "`name` of the workload: cycle, write or contended (default cycle)", func(s string) error {
 		if !slices.Contains(load.Workloads, load.Workload(s)) {
 			return errors.New("want cycle, write or contended")
@@ -171,13 +186,19 @@ func (cfg *benchConfig) validate() error {
 		// internal/tools/bench builds its own transports, without a TLS hook yet.
 		return &usageError{errors.New("bench: --cacert, --client-cert and --client-key are not supported yet")}
 	}
-	addr, err := cleanAddr(cfg.clientConfig.Addr)
-	if err != nil {
-		return err
+	if cfg.clientConfig.Addr != "" {
+		addr, err := cleanAddr(cfg.clientConfig.Addr)
+		if err != nil {
+			return err
+		}
+		cfg.Config.Addr = addr
 	}
-	cfg.Config.Addr = addr
 	cfg.Config.AuthToken = cfg.clientConfig.AuthToken
-	if err := cfg.Config.Validate(); err != nil {
+	check := cfg.Config
+	if check.Addr == "" {
+		check.Addr = "http://127.0.0.1:1" // the embedded server's, once it runs
+	}
+	if err := check.Validate(); err != nil {
 		return &usageError{fmt.Errorf("bench: %w", err)}
 	}
 	if cfg.report != "" {
@@ -207,6 +228,17 @@ func bench(ctx context.Context, args []string, io stdio) error {
 		return err
 	}
 
+	if cfg.Config.Addr == "" {
+		srv, err := embedded.Start(ctx)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		defer srv.Close()
+		cfg.Config.Addr = srv.URL
+		fmt.Fprintln(io.err, "fence bench: measuring an embedded fence server started for this run, in this process (the embedded store in a temporary directory, fsynced as fence serve's default); give --addr to measure a deployment")
+	} else {
+		fmt.Fprintf(io.err, "fence bench: measuring the fence server at %s\n", cfg.Config.Addr)
+	}
 	var line *progressLine
 	if cfg.progress == "always" || cfg.progress == "auto" && cfg.Output != "json" {
 		line = &progressLine{w: io.err, terminal: isTerminal(io.err), plainEvery: benchPlainEvery}

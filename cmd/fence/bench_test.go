@@ -94,7 +94,7 @@ func TestBench(t *testing.T) {
 			if tc.progress == "always" && !strings.Contains(stderr.String(), " 0 errors ") {
 				t.Errorf("%s: stderr=%q, want a progress line", workload, stderr.String())
 			}
-			if tc.progress == "auto" && stderr.Len() != 0 {
+			if tc.progress == "auto" && stderr.String() != "fence bench: measuring the fence server at "+url+"\n" {
 				t.Errorf("%s: stderr=%q, want no progress with -o json and --progress auto", workload, stderr.String())
 			}
 		}
@@ -115,7 +115,7 @@ func TestBench(t *testing.T) {
 			}
 		}
 		// Not a terminal: plain lines, the first at the first tick (1 s).
-		if !regexp.MustCompile(`^1\.[01]s of 1\.1s, 0\.[01]s left  [1-9][0-9]* ops  0 errors  [1-9][0-9]* ops/s now\n$`).MatchString(stderr.String()) {
+		if !regexp.MustCompile(`^fence bench: measuring the fence server at http://127\.0\.0\.1:[0-9]+\n1\.[01]s of 1\.1s, 0\.[01]s left  [1-9][0-9]* ops  0 errors  [1-9][0-9]* ops/s now\n$`).MatchString(stderr.String()) {
 			t.Errorf("stderr=%q, want one plain progress line", stderr.String())
 		}
 	})
@@ -168,8 +168,8 @@ func TestBench(t *testing.T) {
 		if strings.Contains(doc, "renew") || strings.Contains(doc, "Interrupted") {
 			t.Error("the report has a step the workload does not have, or says the run was interrupted")
 		}
-		if stderr.Len() != 0 {
-			t.Errorf("stderr=%q, want no progress with -o json", stderr.String())
+		if got, want := stderr.String(), "fence bench: measuring the fence server at "+url+"\n"; got != want {
+			t.Errorf("stderr=%q, want only %q: no progress with -o json", got, want)
 		}
 	})
 
@@ -265,6 +265,49 @@ func TestProgressLine(t *testing.T) {
 	})
 }
 
+// TestBench_Embedded checks that fence bench without --addr (and without
+// FENCE_ADDR) measures a server it starts itself, says so on stderr, and
+// writes its report; and that every acquisition of a cycle run is one
+// cycle, done or failed.
+func TestBench_Embedded(t *testing.T) {
+	t.Setenv("FENCE_ADDR", "")
+	report := filepath.Join(t.TempDir(), "b.html")
+	var stdout, stderr bytes.Buffer
+	err := bench(t.Context(), []string{"--clients", "2", "--duration", "1s", "--warmup", "100ms", "-o", "json", "--report", report},
+		stdio{strings.NewReader(""), &stdout, &stderr})
+	if err != nil {
+		t.Fatalf("fence bench without --addr: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "fence bench: measuring an embedded fence server started for this run") {
+		t.Errorf("stderr does not say which server is measured:\n%s", stderr.String())
+	}
+	var rep struct {
+		Addr         string `json:"addr"`
+		Ops          int64  `json:"ops"`
+		Acquisitions int64  `json:"acquisitions"`
+		ErrorsTotal  int64  `json:"errors_total"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("stdout: %v\n%s", err, stdout.String())
+	}
+	if rep.Ops == 0 || rep.Acquisitions != rep.Ops+rep.ErrorsTotal || !strings.HasPrefix(rep.Addr, "http://127.0.0.1:") {
+		t.Errorf("report %+v: want ops, acquisitions = ops + errors, a loopback address", rep)
+	}
+	if fi, err := os.Stat(report); err != nil || fi.Size() == 0 {
+		t.Errorf("the HTML report: %v", err)
+	}
+	// A server given measures that one, and says so.
+	stderr.Reset()
+	url := newBenchServer(t)
+	if err := bench(t.Context(), []string{"--addr", url, "--duration", "200ms", "--warmup", "0s", "-o", "json"},
+		stdio{strings.NewReader(""), io.Discard, &stderr}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "fence bench: measuring the fence server at "+url) {
+		t.Errorf("stderr does not name the server:\n%s", stderr.String())
+	}
+}
+
 func TestBench_NoServer(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
@@ -344,7 +387,7 @@ func TestBenchConfig_Defaults(t *testing.T) {
 			t.Errorf("%q: Resources=%d Wait=%v, want %d, %v", tc.args, cfg.Resources, cfg.Wait, tc.resources, tc.wait)
 		}
 		if cfg.Duration != 10*time.Second || cfg.Warmup != time.Second || cfg.TTL != 10*time.Second ||
-			cfg.ValueSize != 64 || cfg.Timeout != 10*time.Second || cfg.Key != "bench" || cfg.Config.Addr != DefaultAddr {
+			cfg.ValueSize != 64 || cfg.Timeout != 10*time.Second || cfg.Key != "bench" || cfg.Config.Addr != "" { // "": an embedded server
 			t.Errorf("%q: cfg=%+v, want the documented defaults", tc.args, cfg.Config)
 		}
 	}

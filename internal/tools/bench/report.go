@@ -30,8 +30,10 @@ type Report struct {
 	// Interrupted is true if the run was cancelled before its end.
 	Interrupted bool `json:"interrupted"`
 
-	// Ops is the number of operations completed in the measured time:
-	// whole cycles (cycle, contended) or accepted writes (write).
+	// Ops is the number of operations completed: whole cycles whose
+	// acquire was granted in the measured time (cycle, contended: finished
+	// even past its end, so that each acquisition counted is one cycle,
+	// an operation or an error) or writes accepted in it (write).
 	Ops       int64   `json:"ops"`
 	OpsPerSec float64 `json:"ops_per_s"`
 	// Acquisitions counts the acquires granted in the measured time.

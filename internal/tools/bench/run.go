@@ -300,7 +300,8 @@ func (c *client) cycleLoop(ctx context.Context) {
 			continue
 		}
 		c.granted(res, t0, t1)
-		if !c.running(ctx) {
+		counted := c.r.inWindow(t1)
+		if !counted && !c.running(ctx) {
 			// Granted after the end (a waiter of Contended): hand the lock on.
 			c.r.releasing(res, c.id)
 			if err := c.release(ctx, res, token); err != nil {
@@ -308,25 +309,38 @@ func (c *client) cycleLoop(ctx context.Context) {
 			}
 			return
 		}
-		werr := c.put(ctx, res, token)
+		// A cycle counts, as its acquisition does, by when it was granted:
+		// one granted in the measured time is finished even past its end,
+		// so that each acquisition counted is one cycle, an operation or
+		// an error (ops + their failures = acquisitions).
+		cctx := ctx
+		if counted {
+			cctx = context.WithoutCancel(ctx)
+		}
+		werr := c.put(cctx, res, token)
 		t2 := time.Now()
 		if werr != nil {
-			c.fail(ctx, t2, werr)
+			c.fail(cctx, t1, werr) // counted by when the cycle was granted
 		} else {
 			c.r.accepted(res, token, t1, t2)
 			c.record(stepWrite, t1, t2)
 		}
 		c.r.releasing(res, c.id)
-		err = c.release(ctx, res, token)
+		err = c.release(cctx, res, token)
 		t3 := time.Now()
 		if err != nil {
-			c.fail(ctx, t3, err)
+			if werr == nil { // one error per cycle
+				c.fail(cctx, t1, err)
+			}
 			continue
 		}
 		c.record(stepRelease, t2, t3)
+		if werr == nil && counted {
+			c.hist[stepCycle].Record(t3.Sub(t0))
+			c.at(t1).steps[stepCycle].record(t3.Sub(t0))
+		}
 		if werr == nil {
-			c.record(stepCycle, t0, t3)
-			c.succeed(t3)
+			c.succeed(t1)
 		}
 	}
 }
@@ -491,8 +505,9 @@ func (c *client) record(s step, t0, t1 time.Time) {
 // at returns the client's tally of the timeline's interval that holds t, a
 // time in the measured window. When t is in another interval than the
 // tally's, at adds the tally to the timeline and starts the one of t's
-// interval. The times a client passes only grow, so that this happens once
-// per interval.
+// interval. The times a client passes grow but for a cycle's operation,
+// counted at its grant after its write and release were recorded: so this
+// happens about once per interval.
 func (c *client) at(t time.Time) *tally {
 	i := c.r.timeline.index(t.Sub(c.r.from))
 	if i != c.tally.interval {
@@ -502,7 +517,8 @@ func (c *client) at(t time.Time) *tally {
 	return &c.tally
 }
 
-// succeed counts an operation that completed at t.
+// succeed counts an operation that completed at t (a cycle: that was
+// granted at t).
 func (c *client) succeed(t time.Time) {
 	c.streak = 0
 	if c.r.inWindow(t) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fence-lock/fence"
 	"github.com/fence-lock/fence/client"
+	"github.com/fence-lock/fence/internal/tools/embedded"
 	"github.com/fence-lock/fence/wire"
 )
 
@@ -276,9 +277,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	cfg = cfg.withDefaults()
 	res = Result{Addr: strings.TrimSuffix(cfg.Addr, "/"), Embedded: cfg.Addr == "", TTL: cfg.TTL, Pause: cfg.Pause}
 	if res.Embedded {
-		srv, err := StartServer(ctx)
+		srv, err := embedded.Start(ctx)
 		if err != nil {
-			return res, err
+			return res, fmt.Errorf("demo: %w", err)
 		}
 		defer func() { err = errors.Join(err, srv.Close()) }()
 		res.Addr = srv.URL

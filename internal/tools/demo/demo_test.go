@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -135,30 +134,6 @@ func TestRun(t *testing.T) {
 			t.Errorf("OK=true after an error")
 		}
 	})
-}
-
-func TestEmbeddedServerRemovesItsDirectory(t *testing.T) {
-	srv, err := StartServer(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.Get(srv.URL + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("readyz: %s", resp.Status)
-	}
-	if _, err := os.Stat(srv.dir); err != nil {
-		t.Fatalf("the data directory: %v", err)
-	}
-	if err := srv.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(srv.dir); !os.IsNotExist(err) {
-		t.Errorf("the data directory %s still exists after Close (%v)", srv.dir, err)
-	}
 }
 
 func TestConfig_Validate(t *testing.T) {

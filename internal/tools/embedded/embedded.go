@@ -1,4 +1,7 @@
-package demo
+// Package embedded runs a fence server inside the calling process, on the
+// embedded store in a temporary directory, for the tools that need one when
+// the user gave no server: fence demo and fence bench.
+package embedded
 
 import (
 	"context"
@@ -26,15 +29,15 @@ type Server struct {
 	doneC chan struct{} // closed when Serve has returned
 }
 
-// StartServer starts an embedded fence server. The caller must Close it.
-func StartServer(ctx context.Context) (*Server, error) {
-	dir, err := os.MkdirTemp("", "fence-demo-")
+// Start starts an embedded fence server. The caller must Close it.
+func Start(ctx context.Context) (*Server, error) {
+	dir, err := os.MkdirTemp("", "fence-embedded-")
 	if err != nil {
-		return nil, fmt.Errorf("demo: embedded server: %w", err)
+		return nil, fmt.Errorf("embedded server: %w", err)
 	}
 	s := &Server{dir: dir, doneC: make(chan struct{})}
 	fail := func(err error) (*Server, error) {
-		return nil, errors.Join(fmt.Errorf("demo: embedded server: %w", err), s.Close())
+		return nil, errors.Join(fmt.Errorf("embedded server: %w", err), s.Close())
 	}
 	if s.fence, err = server.Open(ctx, server.Config{Data: dir, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		return fail(err)
@@ -73,7 +76,7 @@ func (s *Server) Close() error {
 	}
 	errs = append(errs, os.RemoveAll(s.dir))
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("demo: closing the embedded server: %w", err)
+		return fmt.Errorf("closing the embedded server: %w", err)
 	}
 	return nil
 }
