@@ -7,14 +7,24 @@ package fence_test
 // tool is missing. The clients' own suites run in e2e (clients_test.go).
 
 import (
+	"archive/tar"
+	"archive/zip"
 	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -336,6 +346,320 @@ export { client, token };
 		}
 		if !found {
 			t.Errorf("tsc did not resolve %s to its %s", pkg.Name, w)
+		}
+	}
+}
+
+// pyprojectString returns the string value of key in clients/python's
+// pyproject.toml (the first line key = "value"), or fails t and returns "".
+func pyprojectString(t *testing.T, text, key string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + ` = "([^"]*)"$`).FindStringSubmatch(text)
+	if m == nil {
+		t.Errorf("clients/python/pyproject.toml: no %s = \"...\"", key)
+		return ""
+	}
+	return m[1]
+}
+
+// pythonEnv is the environment of the Python tools: none of the caller's
+// Python or pip settings, no pip configuration file, no byte code written
+// into the source tree.
+func pythonEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "PIP_") || strings.HasPrefix(k, "PYTHON") || k == "VIRTUAL_ENV" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "PIP_CONFIG_FILE="+os.DevNull, "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1",
+		"PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1")
+}
+
+// TestPythonPackage installs the Python client with pip into a fresh virtual
+// environment that has neither setuptools nor wheel, offline, as the README
+// says: pip install --no-build-isolation ./clients/python (pip runs the
+// package's own build backend, standard library only). The installed package
+// imports from outside the source tree, with its metadata (the licence, the
+// Python it needs, the verify extra) and its licence file. The wheel pip
+// builds has a RECORD that matches its files; the backend's sdist installs;
+// an editable install imports from the source tree.
+//
+// pip is the system Python's, run for the environment with --python (pip
+// 22.3 and later), so that the environment holds nothing but Python.
+func TestPythonPackage(t *testing.T) {
+	license, spdx := rootLicense(t)
+	src, err := filepath.Abs(filepath.Join("clients", "python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(src, "pyproject.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pyproject := string(b)
+	if got := pyprojectString(t, pyproject, "license"); got != spdx {
+		t.Errorf("pyproject.toml: license %q, want %q (the repository's LICENSE)", got, spdx)
+	}
+	sameFile(t, filepath.Join(src, "LICENSE"), license)
+	name := pyprojectString(t, pyproject, "name")
+	version := pyprojectString(t, pyproject, "version")
+	requiresPython := pyprojectString(t, pyproject, "requires-python")
+
+	python := lookTool(t, "python3", "python3")
+	env := pythonEnv()
+	out, err := tryTool(t, env, "", python, "-m", "pip", "--version")
+	if err != nil {
+		missingTool(t, "python3 has no pip (Debian: python3-pip)")
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(string(out), "pip %d.%d", &major, &minor); err != nil || major < 22 || major == 22 && minor < 3 {
+		missingTool(t, fmt.Sprintf("this test runs pip with --python, which needs pip 22.3 or later; python3 -m pip --version says %q", strings.TrimSpace(string(out))))
+	}
+
+	dir := t.TempDir()
+	venv := filepath.Join(dir, "venv")
+	if _, err := tryTool(t, env, dir, python, "-m", "venv", "--without-pip", venv); err != nil {
+		missingTool(t, "python3 -m venv failed (Debian: python3-venv): "+err.Error())
+	}
+	vpython := filepath.Join(venv, "bin", "python")
+	if out := runTool(t, env, dir, vpython, "-c", "import importlib.util as u; print([m for m in ('setuptools', 'wheel') if u.find_spec(m)])"); strings.TrimSpace(string(out)) != "[]" {
+		t.Fatalf("the fresh environment has %s", out)
+	}
+	pip := func(args ...string) {
+		t.Helper()
+		runTool(t, env, dir, python, append([]string{"-m", "pip", "--python", vpython}, args...)...)
+	}
+
+	// What the installed package says of itself, run from outside the source.
+	type installed struct {
+		File     string            `json:"file"`
+		Client   bool              `json:"client"`
+		Version  string            `json:"version"`
+		Metadata map[string]string `json:"metadata"`
+		Extras   []string          `json:"extras"`
+		Requires []string          `json:"requires"`
+		Files    []string          `json:"files"`
+		License  string            `json:"license"`
+	}
+	inspect := func() installed {
+		t.Helper()
+		out := runTool(t, env, dir, vpython, "-c", `
+import importlib.metadata as m, json, fence
+d = m.distribution("`+name+`")
+md = d.metadata
+print(json.dumps({
+    "file": fence.__file__, "client": hasattr(fence, "Client"), "version": fence.__version__,
+    "metadata": {k: md[k] for k in ("Name", "Version", "Requires-Python", "License-Expression", "License-File", "Metadata-Version")},
+    "extras": md.get_all("Provides-Extra") or [], "requires": d.requires or [],
+    "files": [str(f) for f in d.files or []], "license": d.read_text("licenses/LICENSE"),
+}))`)
+		var in installed
+		if err := json.Unmarshal(out, &in); err != nil {
+			t.Fatalf("inspecting the installed package: %v\n%s", err, out)
+		}
+		return in
+	}
+	checkInstalled := func(how string, in installed, under string) {
+		t.Helper()
+		if !strings.HasPrefix(in.File, under+string(filepath.Separator)) {
+			t.Errorf("%s: fence imports from %s, want under %s", how, in.File, under)
+		}
+		if !in.Client || in.Version != version {
+			t.Errorf("%s: fence has Client %v, version %q; want a Client and %q", how, in.Client, in.Version, version)
+		}
+		want := map[string]string{"Name": name, "Version": version, "Requires-Python": requiresPython, "License-Expression": spdx, "License-File": "LICENSE"}
+		for k, v := range want {
+			if in.Metadata[k] != v {
+				t.Errorf("%s: metadata %s %q, want %q", how, k, in.Metadata[k], v)
+			}
+		}
+		if !slices.Equal(in.Extras, []string{"verify"}) || !slices.Contains(in.Requires, `cryptography; extra == "verify"`) {
+			t.Errorf("%s: extras %q, requirements %q; want verify, with cryptography", how, in.Extras, in.Requires)
+		}
+		if in.License != string(license) {
+			t.Errorf("%s: the installed licences/LICENSE is not the repository's LICENSE", how)
+		}
+	}
+
+	// The README's command.
+	pip("install", "--no-build-isolation", "--no-index", src)
+	in := inspect()
+	checkInstalled("pip install --no-build-isolation", in, venv)
+	for _, f := range []string{"fence/py.typed", "fence/client.py", name2dist(name) + "-" + version + ".dist-info/licenses/LICENSE"} {
+		if !slices.Contains(in.Files, f) {
+			t.Errorf("the installed files %q lack %s", in.Files, f)
+		}
+	}
+
+	// The wheel pip builds.
+	wheels := filepath.Join(dir, "wheels")
+	pip("wheel", "--no-deps", "--no-build-isolation", "--no-index", "--wheel-dir", wheels, src)
+	checkWheel(t, filepath.Join(wheels, name2dist(name)+"-"+version+"-py3-none-any.whl"), src, license, spdx)
+
+	// The sdist builds and installs.
+	sdists := filepath.Join(dir, "sdist")
+	if err := os.MkdirAll(sdists, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sdist := strings.TrimSpace(string(runTool(t, env, src, python, "-c",
+		"import sys; sys.path.insert(0, '_build'); import fence_build; print(fence_build.build_sdist(sys.argv[1]))", sdists)))
+	checkSdist(t, filepath.Join(sdists, sdist), name2dist(name)+"-"+version, src)
+	pip("uninstall", "--yes", name)
+	pip("install", "--no-build-isolation", "--no-index", filepath.Join(sdists, sdist))
+	checkInstalled("pip install of the sdist", inspect(), venv)
+
+	// Editable, with build isolation (which installs nothing: the backend
+	// needs nothing).
+	pip("uninstall", "--yes", name)
+	pip("install", "--no-index", "--editable", src)
+	checkInstalled("pip install --editable", inspect(), src)
+}
+
+// name2dist is a distribution's name as in its files' names (PEP 427).
+func name2dist(name string) string {
+	return strings.ToLower(regexp.MustCompile(`[-_.]+`).ReplaceAllString(name, "_"))
+}
+
+// checkWheel checks a wheel's RECORD against its files, that it holds every
+// file of the package fence (and no byte code), WHEEL, METADATA and the
+// licence.
+func checkWheel(t *testing.T, file, src string, license []byte, spdx string) {
+	t.Helper()
+	z, err := zip.OpenReader(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	contents := map[string][]byte{}
+	for _, f := range z.File {
+		r, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(r)
+		r.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", f.Name, err)
+		}
+		contents[f.Name] = b
+	}
+	base := strings.TrimSuffix(filepath.Base(file), "-py3-none-any.whl")
+	distInfo := base + ".dist-info/"
+	record, ok := contents[distInfo+"RECORD"]
+	if !ok {
+		t.Fatalf("the wheel has no %sRECORD; it holds %v", distInfo, slices.Sorted(maps.Keys(contents)))
+	}
+	recorded := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(record)), "\n") {
+		f := strings.Split(line, ",")
+		if len(f) != 3 {
+			t.Errorf("RECORD line %q", line)
+			continue
+		}
+		recorded[f[0]] = true
+		b, ok := contents[f[0]]
+		switch {
+		case !ok:
+			t.Errorf("RECORD names %s, which the wheel does not hold", f[0])
+		case f[0] == distInfo+"RECORD":
+			if f[1] != "" || f[2] != "" {
+				t.Errorf("RECORD records a hash of itself: %q", line)
+			}
+		default:
+			sum := sha256.Sum256(b)
+			if want := "sha256=" + base64.RawURLEncoding.EncodeToString(sum[:]); f[1] != want {
+				t.Errorf("RECORD: %s %s, its sha256 is %s", f[0], f[1], want)
+			}
+			if f[2] != strconv.Itoa(len(b)) {
+				t.Errorf("RECORD: %s size %s, it is %d bytes", f[0], f[2], len(b))
+			}
+		}
+	}
+	for n := range contents {
+		if !recorded[n] {
+			t.Errorf("the wheel holds %s, which RECORD does not name", n)
+		}
+		if strings.HasSuffix(n, ".pyc") || strings.Contains(n, "__pycache__") {
+			t.Errorf("the wheel holds byte code: %s", n)
+		}
+	}
+	pkg, err := os.ReadDir(filepath.Join(src, "fence"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range pkg {
+		if e.IsDir() || strings.HasSuffix(e.Name(), ".pyc") {
+			continue
+		}
+		want, err := os.ReadFile(filepath.Join(src, "fence", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := contents["fence/"+e.Name()]; !ok || !bytes.Equal(got, want) {
+			t.Errorf("the wheel's fence/%s is not the source's (held: %v)", e.Name(), ok)
+		}
+	}
+	if _, ok := contents["fence/py.typed"]; !ok {
+		t.Error("the wheel lacks fence/py.typed")
+	}
+	wheel := string(contents[distInfo+"WHEEL"])
+	for _, w := range []string{"Wheel-Version: 1.0\n", "Root-Is-Purelib: true\n", "Tag: py3-none-any\n"} {
+		if !strings.Contains(wheel, w) {
+			t.Errorf("WHEEL lacks %q:\n%s", w, wheel)
+		}
+	}
+	if got := string(contents[distInfo+"top_level.txt"]); got != "fence\n" {
+		t.Errorf("top_level.txt %q, want fence", got)
+	}
+	if !bytes.Equal(contents[distInfo+"licenses/LICENSE"], license) {
+		t.Errorf("the wheel's %slicenses/LICENSE is not the repository's LICENSE", distInfo)
+	}
+	meta, _, _ := strings.Cut(string(contents[distInfo+"METADATA"]), "\n\n")
+	for _, w := range []string{"Metadata-Version: 2.4", "License-Expression: " + spdx, "License-File: LICENSE", "Provides-Extra: verify", "Description-Content-Type: text/markdown"} {
+		if !slices.Contains(strings.Split(meta, "\n"), w) {
+			t.Errorf("METADATA lacks %q:\n%s", w, meta)
+		}
+	}
+}
+
+// checkSdist checks that an sdist holds, under base/, what building a wheel
+// takes: pyproject.toml, the backend, the package, the README and LICENSE,
+// and PKG-INFO.
+func checkSdist(t *testing.T, file, base, src string) {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+	}
+	want := []string{"PKG-INFO", "pyproject.toml", "README.md", "LICENSE", "_build/fence_build.py", "fence/__init__.py", "fence/py.typed"}
+	for _, w := range want {
+		if !slices.Contains(names, base+"/"+w) {
+			t.Errorf("the sdist lacks %s/%s; it holds %q", base, w, names)
+		}
+	}
+	for _, n := range names {
+		if !strings.HasPrefix(n, base+"/") || strings.Contains(n, "__pycache__") || strings.Contains(n, "/tests/") {
+			t.Errorf("the sdist holds %s", n)
 		}
 	}
 }
