@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,46 @@ func TestHelp(t *testing.T) {
 	code, stdout, stderr := runFence(ctx, "", "help", "pt")
 	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "did you mean put?") {
 		t.Errorf("fence help pt: exit %d, stdout %q, stderr %q; want %d and a suggestion", code, stdout, stderr, exitUsage)
+	}
+}
+
+// singleDashLong is a long flag written with one dash, as Go's flag
+// package prints it (-addr): fence's help and docs write --addr. Flags
+// are in lower case; a signal (kill -HUP) is not one.
+var singleDashLong = regexp.MustCompile(`(?:^|[\s\[(|,"'=])(-[a-z][a-z0-9-]+)`)
+
+// TestHelp_LongFlags: every command's help, the hidden ones' too, writes
+// its long flags with two dashes (--addr), as the docs do, and its short
+// ones with one (-o).
+func TestHelp_LongFlags(t *testing.T) {
+	top, _, _ := strings.Cut(usage(), "Exit codes:")
+	helps := map[string]string{"fence help": top}
+	for _, c := range commands {
+		code, stdout, stderr := runFence(t.Context(), "", c.name, "--help")
+		if code != 0 {
+			t.Fatalf("fence %s --help: exit %d\n%s", c.name, code, stderr)
+		}
+		helps["fence "+c.name+" --help"] = stdout
+	}
+	for how, help := range helps {
+		for i, line := range strings.Split(help, "\n") {
+			for _, m := range singleDashLong.FindAllStringSubmatch(line, -1) {
+				t.Errorf("%s, line %d: %s, want -%s:\n%s", how, i+1, m[1], m[1], line)
+			}
+		}
+	}
+	// Each flag is listed under its own name: --ttl, and -o beside --output.
+	for cmd, wants := range map[string][]string{
+		"lock":   {"\n  --ttl duration\n", "\n  --quiet\n"},
+		"status": {"\n  -o format\n", "\n  --output format\n", "\n  --addr URL\n"},
+		"serve":  {"\n  --listen address\n"},
+	} {
+		_, stdout, _ := runFence(t.Context(), "", cmd, "--help")
+		for _, want := range wants {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("fence %s --help lacks %q:\n%s", cmd, want, stdout)
+			}
+		}
 	}
 }
 
