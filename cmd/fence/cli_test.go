@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -515,6 +516,76 @@ func TestDemoIgnoresFenceAddr(t *testing.T) {
 			t.Errorf("stderr does not start with the embedded server:\n%s", stderr)
 		}
 	})
+}
+
+// TestCompletion_BashDoubleDash asks the bash script what it completes
+// around "--": a word that starts with -- is one of the command's long
+// flags; after a lone -- separator the words are arguments, never fence's
+// flags, and for fence lock the first of them is a command.
+func TestCompletion_BashDoubleDash(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("bash is not installed: the bash script's completions not checked")
+	}
+	code, script, stderr := runFence(t.Context(), "", "completion", "bash")
+	if code != 0 {
+		t.Fatalf("fence completion bash: exit %d\n%s", code, stderr)
+	}
+	path := filepath.Join(t.TempDir(), "fence.bash")
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		words     []string // the command line, the last word being completed
+		want      []string // in the completions
+		wantNot   []string // not in them
+		wantEmpty bool     // none: bash falls back to file names (-o default)
+	}{
+		{words: []string{"fence", "serve", "--"}, want: []string{"--listen", "--data", "--log-level"}},
+		{words: []string{"fence", "status", "--"}, want: []string{"--addr", "--output"}, wantNot: []string{"-o"}},
+		{words: []string{"fence", "lock", "orders", "--"}, want: []string{"--ttl", "--wait"}},
+		{words: []string{"fence", "lock", "orders", "--", "ech"}, want: []string{"echo"}, wantNot: []string{"--ttl"}},
+		{words: []string{"fence", "lock", "--ttl", "5s", "orders", "--", ""}, want: []string{"echo"}, wantNot: []string{"--ttl"}},
+		{words: []string{"fence", "lock", "orders", "--", "ls", "-"}, wantEmpty: true},
+		{words: []string{"fence", "lock", "orders", "--", "ls", ""}, wantEmpty: true},
+		{words: []string{"fence", "put", "--", "-"}, wantEmpty: true},
+	}
+	var probe strings.Builder
+	probe.WriteString(`source "$1"
+c() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=(); _fence; printf '%s\n' "${COMPREPLY[*]}"; }
+`)
+	for _, tc := range cases {
+		probe.WriteString("c")
+		for _, w := range tc.words {
+			probe.WriteString(" '" + w + "'")
+		}
+		probe.WriteString("\n")
+	}
+	out, err := exec.Command(bash, "--norc", "--noprofile", "-c", probe.String(), "fence-probe", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bash: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != len(cases) {
+		t.Fatalf("%d lines of completions for %d command lines:\n%s", len(lines), len(cases), out)
+	}
+	for i, tc := range cases {
+		got := strings.Fields(lines[i])
+		line := strings.Join(tc.words, " ")
+		if tc.wantEmpty && len(got) > 0 {
+			t.Errorf("%q completes %q, want nothing (file names)", line, lines[i])
+		}
+		for _, w := range tc.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("%q completes %.200q, want %s in it", line, lines[i], w)
+			}
+		}
+		for _, w := range tc.wantNot {
+			if slices.Contains(got, w) {
+				t.Errorf("%q completes %.200q, want no %s", line, lines[i], w)
+			}
+		}
+	}
 }
 
 func TestCompletion(t *testing.T) {
