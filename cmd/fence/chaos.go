@@ -183,7 +183,10 @@ violation links to the operations it names in the timeline, and porcupine's
 visualisation of the resources that are not linearizable is embedded. The
 timeline draws up to 12 resources (those that violations name first) and,
 of each, a sample of 600 operations besides every fenced write, every fault
-and every operation that a violation names; it says what it left out.
+and every operation that a violation names; it says what it left out. It is
+drawn to the page's width, whatever the run's length, and labels a grant
+with its token (a fault with its kind) where the label has room: every mark
+and fault has its tooltip.
 
 -o json prints one object: ops, faults (by kind), accepted, fenced,
 stale_attempts (writes sent with a token below one already granted),
