@@ -72,6 +72,39 @@ func TestChaosReport(t *testing.T) {
 		if rows := eval[int](b, `document.querySelectorAll("#timeline .row-name").length`); rows != 8 {
 			t.Errorf("%d rows, want 8", rows)
 		}
+		// At 1280 px the page does not scroll sideways, nor does the
+		// chart in a box of its own: it fits its section.
+		widths := eval[[]float64](b, `[document.documentElement.scrollWidth, document.documentElement.clientWidth,
+			document.querySelector("#timeline svg.tl").getBoundingClientRect().right, document.querySelector("#timeline").getBoundingClientRect().right]`)
+		if widths[0] > widths[1] || widths[2] > widths[3]+0.5 {
+			t.Errorf("the page is %.0f px wide in a window of %.0f; the chart ends at %.0f px, its section at %.0f", widths[0], widths[1], widths[2], widths[3])
+		}
+		// The labels, measured in the browser's own font, do not overlap:
+		// the tokens on a row, the faults across the chart.
+		overlaps := eval[[]string](b, `(() => {
+			const out = [];
+			for (const cls of ["token", "span-label"]) {
+				const lines = {};
+				for (const t of document.querySelectorAll("#timeline text." + cls)) {
+					(lines[t.getAttribute("y")] ??= []).push(t.getBBox());
+				}
+				for (const boxes of Object.values(lines)) {
+					boxes.sort((a, b) => a.x - b.x);
+					for (let i = 1; i < boxes.length; i++) {
+						if (boxes[i].x < boxes[i-1].x + boxes[i-1].width) {
+							out.push(cls + " at " + boxes[i-1].x.toFixed(1) + "+" + boxes[i-1].width.toFixed(1) + " and " + boxes[i].x.toFixed(1));
+						}
+					}
+				}
+			}
+			return out;
+		})()`)
+		if len(overlaps) > 0 {
+			t.Errorf("labels overlap: %q", overlaps)
+		}
+		if n := eval[int](b, `document.querySelectorAll("#timeline text.token").length`); n == 0 {
+			t.Error("no token drawn")
+		}
 		b.noProblems()
 		if *updateScreenshots {
 			writeReportScreenshot(t, b, "#timeline", chaosReportScreenshot)

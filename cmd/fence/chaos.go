@@ -164,7 +164,11 @@ fenced writes so far, the current rate and the faults injected by kind;
 then, while the checkers work, the resource being checked (n of m) and the
 time taken. On a terminal it is one line, rewritten in place; elsewhere a
 plain line every 5 s; with -o json none, unless --progress always. With
---progress never there is none. The log line of each fault comes either way.
+--progress never there is none. Each fault is logged as it is injected,
+either way, in a line of its own: "fence chaos: fault net at 553ms for 1ms:
+reset every connection". Every line on stderr starts with "fence chaos: "
+(a warning or an error of the harness says so next); with --cluster the
+servers' own logs go to files beside the history.
 
 --report FILE.html writes the run as one self-contained HTML file (inline
 styles and SVG: it fetches nothing), to read offline or attach to an issue:
@@ -179,7 +183,10 @@ violation links to the operations it names in the timeline, and porcupine's
 visualisation of the resources that are not linearizable is embedded. The
 timeline draws up to 12 resources (those that violations name first) and,
 of each, a sample of 600 operations besides every fenced write, every fault
-and every operation that a violation names; it says what it left out.
+and every operation that a violation names; it says what it left out. It is
+drawn to the page's width, whatever the run's length, and labels a grant
+with its token (a fault with its kind) where the label has room: every mark
+and fault has its tooltip.
 
 -o json prints one object: ops, faults (by kind), accepted, fenced,
 stale_attempts (writes sent with a token below one already granted),
@@ -274,16 +281,9 @@ func chaosCmd(ctx context.Context, args []string, std stdio) error {
 	}
 	cfg.Binary, cfg.Addr, cfg.Seed, cfg.Clients, cfg.Resources, cfg.Keys = binary, addr, seed, clients, resources, keys
 	// The log lines go through the progress line, which a terminal shows
-	// under them.
+	// under them, and read as fence chaos's other lines do.
 	prog := newChaosProgress(std.err, progress == "always" || progress == "auto" && out == "text", cfg.Faults)
-	cfg.Log = slog.New(slog.NewTextHandler(prog, &slog.HandlerOptions{
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		},
-	}))
+	cfg.Log = slog.New(&chaosLog{w: prog})
 	// The history goes to --history, or into the directory that keeps the
 	// evidence if the checker finds violations, removed otherwise; the
 	// visualisation and, with --cluster, the servers' logs go next to it.

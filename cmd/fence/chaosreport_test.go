@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -188,6 +190,32 @@ func TestChaos_Progress(t *testing.T) {
 	}
 }
 
+// TestChaos_StderrOneFormat: everything fence chaos writes on stderr, its
+// own lines, the progress and the log of the faults, is in one format:
+// lines for people that start with "fence chaos: ", not logfmt.
+func TestChaos_StderrOneFormat(t *testing.T) {
+	fenceBinary(t)
+	// kill restarts the server, which counts as a fault that bit.
+	code, stdout, stderr := runFence(t.Context(), "", "chaos", "--duration", "2s", "--faults", "kill,net", "--fault-every", "200ms",
+		"--seed", "2", "--clients", "2", "--resources", "1", "--keys", "1", "--progress", "always", "-o", "json",
+		"--history", filepath.Join(t.TempDir(), "history.jsonl"))
+	if code != 0 || !strings.HasPrefix(stdout, "{") {
+		t.Fatalf("exit %d, stdout %q\n%s", code, stdout, stderr)
+	}
+	faults := 0
+	for i, line := range strings.Split(strings.TrimSuffix(stderr, "\n"), "\n") {
+		if !strings.HasPrefix(line, "fence chaos: ") || strings.Contains(line, "level=") || strings.Contains(line, "msg=") {
+			t.Errorf("stderr line %d is not a line of fence chaos: %q", i+1, line)
+		}
+		if strings.HasPrefix(line, "fence chaos: fault ") {
+			faults++
+		}
+	}
+	if faults == 0 {
+		t.Errorf("no fault logged on stderr:\n%s", stderr)
+	}
+}
+
 func TestRunProgress(t *testing.T) {
 	s := chaos.Progress{Elapsed: 12340 * time.Millisecond, Remaining: 17660 * time.Millisecond, Ops: 4210, Errors: 12, Fenced: 3,
 		Faults: map[string]int{"pause": 2, "net": 3}, Rate: 312.4}
@@ -210,6 +238,29 @@ func TestRunProgress(t *testing.T) {
 	}
 }
 
+// TestChaosLog: the harness's log reads as fence chaos's other lines: one
+// line a record, the level said only when above INFO, the attributes in
+// parentheses and the error last.
+func TestChaosLog(t *testing.T) {
+	var b bytes.Buffer
+	log := slog.New(&chaosLog{w: &b})
+	log.Info("fault net at 553ms for 1ms: reset every connection")
+	log.Debug("not shown")
+	log.Warn("leader-pause skipped", "error", errors.New("no fence server leads"))
+	log.Error("restarting a fence server failed", "server", "fence-2", "error", errors.New("exit status 1"))
+	log.With("server", "fence-1").WithGroup("g").Info("stepped down, epoch 3", "reason", "lost the key", slog.Group("sub", "n", 2))
+	log.Error("bitflip: the server refused to start without naming the damaged file", "said", "line 1\nline 2")
+	want := `fence chaos: fault net at 553ms for 1ms: reset every connection
+fence chaos: warning: leader-pause skipped: no fence server leads
+fence chaos: error: restarting a fence server failed (server fence-2): exit status 1
+fence chaos: stepped down, epoch 3 (server fence-1, g.reason lost the key, g.sub.n 2)
+fence chaos: error: bitflip: the server refused to start without naming the damaged file (said "line 1\nline 2")
+`
+	if b.String() != want {
+		t.Errorf("logged\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
 // TestChaosProgress_LogUnderLine: on a terminal, a log line blanks the
 // progress line out, and the progress line comes back under it.
 func TestChaosProgress_LogUnderLine(t *testing.T) {
@@ -217,9 +268,9 @@ func TestChaosProgress_LogUnderLine(t *testing.T) {
 	p := &chaosProgress{w: &b, line: &progressLine{w: &b, terminal: true}, every: time.Second}
 	io.WriteString(p, "before\n") // no progress yet: written as it is
 	p.show("fence chaos: 1.0s")
-	io.WriteString(p, "level=INFO msg=fault\n")
+	io.WriteString(p, "fence chaos: fault kill at 1s for 10ms\n")
 	p.finish()
-	want := "before\n" + "\rfence chaos: 1.0s" + "\r                 \r" + "level=INFO msg=fault\n" + "\rfence chaos: 1.0s" + "\r                 \r"
+	want := "before\n" + "\rfence chaos: 1.0s" + "\r                 \r" + "fence chaos: fault kill at 1s for 10ms\n" + "\rfence chaos: 1.0s" + "\r                 \r"
 	if b.String() != want {
 		t.Fatalf("wrote %q\nwant  %q", b.String(), want)
 	}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +87,46 @@ func TestHelp(t *testing.T) {
 	code, stdout, stderr := runFence(ctx, "", "help", "pt")
 	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "did you mean put?") {
 		t.Errorf("fence help pt: exit %d, stdout %q, stderr %q; want %d and a suggestion", code, stdout, stderr, exitUsage)
+	}
+}
+
+// singleDashLong is a long flag written with one dash, as Go's flag
+// package prints it (-addr): fence's help and docs write --addr. Flags
+// are in lower case; a signal (kill -HUP) is not one.
+var singleDashLong = regexp.MustCompile(`(?:^|[\s\[(|,"'=])(-[a-z][a-z0-9-]+)`)
+
+// TestHelp_LongFlags: every command's help, the hidden ones' too, writes
+// its long flags with two dashes (--addr), as the docs do, and its short
+// ones with one (-o).
+func TestHelp_LongFlags(t *testing.T) {
+	top, _, _ := strings.Cut(usage(), "Exit codes:")
+	helps := map[string]string{"fence help": top}
+	for _, c := range commands {
+		code, stdout, stderr := runFence(t.Context(), "", c.name, "--help")
+		if code != 0 {
+			t.Fatalf("fence %s --help: exit %d\n%s", c.name, code, stderr)
+		}
+		helps["fence "+c.name+" --help"] = stdout
+	}
+	for how, help := range helps {
+		for i, line := range strings.Split(help, "\n") {
+			for _, m := range singleDashLong.FindAllStringSubmatch(line, -1) {
+				t.Errorf("%s, line %d: %s, want -%s:\n%s", how, i+1, m[1], m[1], line)
+			}
+		}
+	}
+	// Each flag is listed under its own name: --ttl, and -o beside --output.
+	for cmd, wants := range map[string][]string{
+		"lock":   {"\n  --ttl duration\n", "\n  --quiet\n"},
+		"status": {"\n  -o format\n", "\n  --output format\n", "\n  --addr URL\n"},
+		"serve":  {"\n  --listen address\n"},
+	} {
+		_, stdout, _ := runFence(t.Context(), "", cmd, "--help")
+		for _, want := range wants {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("fence %s --help lacks %q:\n%s", cmd, want, stdout)
+			}
+		}
 	}
 }
 
@@ -474,6 +516,76 @@ func TestDemoIgnoresFenceAddr(t *testing.T) {
 			t.Errorf("stderr does not start with the embedded server:\n%s", stderr)
 		}
 	})
+}
+
+// TestCompletion_BashDoubleDash asks the bash script what it completes
+// around "--": a word that starts with -- is one of the command's long
+// flags; after a lone -- separator the words are arguments, never fence's
+// flags, and for fence lock the first of them is a command.
+func TestCompletion_BashDoubleDash(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("bash is not installed: the bash script's completions not checked")
+	}
+	code, script, stderr := runFence(t.Context(), "", "completion", "bash")
+	if code != 0 {
+		t.Fatalf("fence completion bash: exit %d\n%s", code, stderr)
+	}
+	path := filepath.Join(t.TempDir(), "fence.bash")
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		words     []string // the command line, the last word being completed
+		want      []string // in the completions
+		wantNot   []string // not in them
+		wantEmpty bool     // none: bash falls back to file names (-o default)
+	}{
+		{words: []string{"fence", "serve", "--"}, want: []string{"--listen", "--data", "--log-level"}},
+		{words: []string{"fence", "status", "--"}, want: []string{"--addr", "--output"}, wantNot: []string{"-o"}},
+		{words: []string{"fence", "lock", "orders", "--"}, want: []string{"--ttl", "--wait"}},
+		{words: []string{"fence", "lock", "orders", "--", "ech"}, want: []string{"echo"}, wantNot: []string{"--ttl"}},
+		{words: []string{"fence", "lock", "--ttl", "5s", "orders", "--", ""}, want: []string{"echo"}, wantNot: []string{"--ttl"}},
+		{words: []string{"fence", "lock", "orders", "--", "ls", "-"}, wantEmpty: true},
+		{words: []string{"fence", "lock", "orders", "--", "ls", ""}, wantEmpty: true},
+		{words: []string{"fence", "put", "--", "-"}, wantEmpty: true},
+	}
+	var probe strings.Builder
+	probe.WriteString(`source "$1"
+c() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=(); _fence; printf '%s\n' "${COMPREPLY[*]}"; }
+`)
+	for _, tc := range cases {
+		probe.WriteString("c")
+		for _, w := range tc.words {
+			probe.WriteString(" '" + w + "'")
+		}
+		probe.WriteString("\n")
+	}
+	out, err := exec.Command(bash, "--norc", "--noprofile", "-c", probe.String(), "fence-probe", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bash: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != len(cases) {
+		t.Fatalf("%d lines of completions for %d command lines:\n%s", len(lines), len(cases), out)
+	}
+	for i, tc := range cases {
+		got := strings.Fields(lines[i])
+		line := strings.Join(tc.words, " ")
+		if tc.wantEmpty && len(got) > 0 {
+			t.Errorf("%q completes %q, want nothing (file names)", line, lines[i])
+		}
+		for _, w := range tc.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("%q completes %.200q, want %s in it", line, lines[i], w)
+			}
+		}
+		for _, w := range tc.wantNot {
+			if slices.Contains(got, w) {
+				t.Errorf("%q completes %.200q, want no %s", line, lines[i], w)
+			}
+		}
+	}
 }
 
 func TestCompletion(t *testing.T) {

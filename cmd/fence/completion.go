@@ -17,7 +17,9 @@ const completionSynopsis = `fence completion bash|zsh|fish
 Prints a script that completes fence's commands and each command's flags
 (and the values of -o, --workload, --log-level, ...) in the shell. The
 script is made from the commands' own flag definitions, so a new flag is
-completed as soon as the binary has it.
+completed as soon as the binary has it. After a lone -- the words are
+arguments, not flags: in bash, the command that fence lock runs completes
+as a command, and the rest as file names.
 
   bash: source <(fence completion bash)       # in ~/.bashrc
         or: fence completion bash > /etc/bash_completion.d/fence
@@ -89,6 +91,7 @@ type completedCommand struct {
 	name, summary string
 	flags         []completedFlag
 	args          []string // the words its arguments may be, if a few
+	runs          bool     // it runs the command that follows "--" (fence lock)
 }
 
 // completedFlag is what a completion script knows of a flag.
@@ -118,6 +121,8 @@ func completionSpec() []completedCommand {
 			cc.args = names
 		case "completion":
 			cc.args = shells
+		case "lock":
+			cc.runs = true
 		}
 		if fs := commandFlags(c.name); fs != nil {
 			fs.VisitAll(func(f *flag.Flag) {
@@ -177,10 +182,27 @@ _fence() {
         return 0
     fi
     cmd="${COMP_WORDS[1]}"
+    # After a lone "--" the words are arguments, not fence's flags: file
+    # names, except for the command that %s runs (a command name,
+    # then its own completion where bash-completion's _command_offset is).
+    local i
+    for ((i = 2; i < COMP_CWORD; i++)); do
+        if [ "${COMP_WORDS[i]}" = "--" ]; then
+            case "$cmd" in
+            %s)
+                if [ "$COMP_CWORD" -eq $((i + 1)) ]; then
+                    COMPREPLY=($(compgen -c -- "$cur"))
+                elif declare -F _command_offset >/dev/null; then
+                    _command_offset $((i + 1))
+                fi ;;
+            esac
+            return 0
+        fi
+    done
     flags=""
     words=""
     case "$cmd" in
-`, shQuote(commandNames(spec)+" --help --version"))
+`, shQuote(commandNames(spec)+" --help --version"), "fence "+strings.Join(runners(spec), " or fence "), strings.Join(runners(spec), "|"))
 	for _, c := range spec {
 		fmt.Fprintf(&b, "    %s)\n", c.name)
 		var names []string
@@ -217,6 +239,18 @@ complete -o default -F _fence fence
 `)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// runners returns the names of the commands that run the command after
+// "--".
+func runners(spec []completedCommand) []string {
+	var names []string
+	for _, c := range spec {
+		if c.runs {
+			names = append(names, c.name)
+		}
+	}
+	return names
 }
 
 // writeZsh writes the zsh completion script.

@@ -14,7 +14,7 @@ import (
 	story "github.com/fence-lock/fence/internal/tools/demo"
 )
 
-const demoSynopsis = `fence demo [--addr URL] [--ttl D] [--pause D] [--mermaid FILE] [-o json]
+const demoSynopsis = `fence demo [--addr URL] [--ttl D] [--pause D] [--mermaid FILE|-] [-o json]
 
 Runs the stale-holder story for real, in one command and with no set-up.
 A acquires a lock with a short TTL, then freezes (GC, swap, a partition: it
@@ -36,6 +36,10 @@ run uses a resource of its own, demo-<random>-unsafe and demo-<random>-fenced,
 so that demos never collide. The first line on stderr says which server the
 demo uses.
 
+--mermaid FILE writes a Mermaid sequenceDiagram of both runs to FILE;
+--mermaid - writes it to stdout instead of the timeline, which then goes to
+stderr (so that stdout is the diagram alone), and cannot go with -o json.
+
 With -o json the output is one JSON object: addr, embedded, ttl_ms,
 pause_ms, ok, and "unsafe" and "fenced", each with resource, key, token_a,
 token_b, write_a and write_b (holder, value, token, status, revision, code,
@@ -51,6 +55,7 @@ const demoExamples = `  fence demo
   fence demo --ttl 200ms
   fence demo --ttl 2s --pause 5s
   fence demo --addr http://127.0.0.1:7700 --mermaid demo.mmd
+  fence demo --mermaid - > demo.mmd   # the timeline stays on the terminal
   fence demo -o json | jq '.fenced.write_a'
 `
 
@@ -58,7 +63,7 @@ const demoExamples = `  fence demo
 type demoConfig struct {
 	clientConfig
 	story.Config
-	mermaid string // --mermaid: where to write the diagram; "" for none
+	mermaid string // --mermaid: where to write the diagram; "-" stdout, "" none
 }
 
 func demoFlags(cfg *demoConfig, out io.Writer) *flag.FlagSet {
@@ -69,7 +74,7 @@ func demoFlags(cfg *demoConfig, out io.Writer) *flag.FlagSet {
 	addOutputFlag(fs, &cfg.Output)
 	fs.DurationVar(&cfg.TTL, "ttl", story.DefaultTTL, "TTL of A's lease, and of B's (at least 5s)")
 	fs.DurationVar(&cfg.Pause, "pause", 0, "how long A pauses after it acquires; longer than --ttl (default: --ttl + 500ms)")
-	fs.StringVar(&cfg.mermaid, "mermaid", "", "write a Mermaid sequenceDiagram of both runs to `FILE`")
+	fs.StringVar(&cfg.mermaid, "mermaid", "", "write a Mermaid sequenceDiagram of both runs to `FILE`; - for stdout (the timeline then goes to stderr)")
 	fs.StringVar(&cfg.Config.AuthToken, "auth-token", "", "bearer `token` for a server with authentication on (needs lock, write, read on demo-*)")
 	return fs
 }
@@ -78,6 +83,9 @@ func demoFlags(cfg *demoConfig, out io.Writer) *flag.FlagSet {
 func (cfg *demoConfig) validate() error {
 	if err := cfg.validateOutput(); err != nil {
 		return err
+	}
+	if cfg.mermaid == "-" && cfg.Output == "json" {
+		return &usageError{errors.New("demo: --mermaid - and -o json both write to stdout: give --mermaid a file")}
 	}
 	if cfg.clientConfig.Addr != "" {
 		addr, err := cleanAddr(cfg.clientConfig.Addr)
@@ -119,10 +127,15 @@ func demo(ctx context.Context, args []string, io stdio) error {
 	if runErr != nil && len(res.Unsafe.Events) == 0 {
 		return commandError("demo", runErr) // nothing happened worth printing
 	}
+	// With --mermaid - stdout is the diagram's: the timeline goes to stderr.
+	text := io.out
+	if cfg.mermaid == "-" {
+		text = io.err
+	}
 	if cfg.Output == "json" {
 		err = printJSON(io.out, res)
 	} else {
-		err = res.WriteText(io.out)
+		err = res.WriteText(text)
 	}
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -130,7 +143,12 @@ func demo(ctx context.Context, args []string, io stdio) error {
 	if cfg.mermaid != "" {
 		var b bytes.Buffer
 		res.WriteMermaid(&b) // a bytes.Buffer does not fail
-		if err := os.WriteFile(cfg.mermaid, b.Bytes(), 0o644); err != nil {
+		if cfg.mermaid == "-" {
+			_, err = io.out.Write(b.Bytes())
+		} else {
+			err = os.WriteFile(cfg.mermaid, b.Bytes(), 0o644)
+		}
+		if err != nil {
 			return fmt.Errorf("demo: --mermaid: %w", err)
 		}
 	}

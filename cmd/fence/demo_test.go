@@ -96,6 +96,36 @@ func TestDemo(t *testing.T) {
 		}
 	})
 
+	t.Run("MermaidStdout", func(t *testing.T) {
+		// Not parallel: t.Chdir, to see that no file named "-" is written.
+		dir := t.TempDir()
+		t.Chdir(dir)
+		stdout, stderr, err := runDemo(t, "--ttl", "200ms", "--mermaid", "-")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "-")); err == nil {
+			t.Error(`--mermaid - wrote a file named "-"`)
+		}
+		// stdout is the diagram alone, for a pipe or a redirection; the
+		// timeline goes to stderr.
+		if !strings.HasPrefix(stdout, "sequenceDiagram\n") || strings.Contains(stdout, "Run 1:") {
+			t.Errorf("stdout is not the diagram alone:\n%s", stdout)
+		}
+		if !strings.Contains(stdout, "Store-->>A: 409 fenced (presented 1, last_fence 2)") {
+			t.Errorf("the diagram lacks the fenced write:\n%s", stdout)
+		}
+		if !strings.Contains(stderr, "Run 2: fence storage") {
+			t.Errorf("the timeline is not on stderr:\n%s", stderr)
+		}
+		// -o json writes stdout too: the two cannot share it.
+		_, _, err = runDemo(t, "--mermaid", "-", "-o", "json")
+		var usage *usageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), "--mermaid -") {
+			t.Errorf("--mermaid - -o json: err=%v, want a usage error naming --mermaid -", err)
+		}
+	})
+
 	t.Run("JSON", func(t *testing.T) {
 		t.Parallel()
 		stdout, stderr, err := runDemo(t, "--ttl", "200ms", "-o", "json")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -84,14 +85,32 @@ func parseOnce(fs *flag.FlagSet, args []string) error {
 	case err == flag.ErrHelp:
 		if c, ok := out.(*flagCapture); ok {
 			c.fs = fs
-		} else if usage != nil {
+			return flag.ErrHelp
+		}
+		var help strings.Builder
+		fs.SetOutput(&help)
+		if usage != nil {
 			usage()
 		} else {
 			fs.PrintDefaults()
 		}
+		fs.SetOutput(out)
+		io.WriteString(out, longFlags(help.String()))
 		return flag.ErrHelp
 	}
 	return &usageError{fmt.Errorf("%s: %s", fs.Name(), flagProblem(fs, err, &failed))}
+}
+
+// flagLine is the start of a flag's entry in the flag package's
+// PrintDefaults: "  -addr URL".
+var flagLine = regexp.MustCompile(`(?m)^  -([A-Za-z0-9][A-Za-z0-9-]+)\b`)
+
+// longFlags returns help, a command's help with its flags as the flag
+// package's PrintDefaults prints them (-addr), with every long flag
+// written as it is typed and documented: --addr; a one-letter flag keeps
+// its one dash (-o).
+func longFlags(help string) string {
+	return flagLine.ReplaceAllString(help, "  --$1")
 }
 
 // setFailure is the first flag value that failed to parse during a Parse.

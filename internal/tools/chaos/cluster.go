@@ -425,9 +425,9 @@ func (s *fenceServer) readLog(r, logf *os.File, readyC chan struct{}) {
 				close(readyC)
 			}
 		case "leading":
-			s.log.Info("leading", "server", s.name, "epoch", rec.Epoch)
+			s.log.Info(fmt.Sprintf("%s leads, epoch %d", s.name, rec.Epoch))
 		case "stepped down":
-			s.log.Info("stepped down", "server", s.name, "epoch", rec.Epoch, "reason", rec.Reason)
+			s.log.Info(fmt.Sprintf("%s stepped down, epoch %d", s.name, rec.Epoch), "reason", rec.Reason)
 		}
 	}
 }

@@ -111,11 +111,11 @@ func (t Table) HTML() template.HTML {
 }
 
 const baseCSS = `
-body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; color: #1d2330; }
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; color: #1d2330; overflow-wrap: break-word; }
 h1 { font-size: 1.6em; margin-bottom: 0.2em; }
 .subtitle { color: #5b6475; margin-top: 0; }
 h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #d8dce4; padding-bottom: 0.2em; }
-table { border-collapse: collapse; margin: 0.5em 0; }
+table { border-collapse: collapse; margin: 0.5em 0; display: block; max-width: 100%; overflow-x: auto; }
 th, td { text-align: left; padding: 0.2em 0.8em 0.2em 0; border-bottom: 1px solid #eceef2; font-variant-numeric: tabular-nums; }
 pre { background: #f5f6f8; padding: 0.6em; overflow-x: auto; }
 svg { max-width: 100%; height: auto; }

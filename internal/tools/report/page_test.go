@@ -25,6 +25,16 @@ func TestPage(t *testing.T) {
 	if refs := ExternalReferences(b.Bytes()); len(refs) > 0 {
 		t.Errorf("the page refers outside itself: %q", refs)
 	}
+	// Nothing makes the page scroll sideways: a wide table scrolls in its
+	// own box, a long word (a path) breaks, a chart shrinks to the page.
+	for _, want := range []string{
+		"table { border-collapse: collapse; margin: 0.5em 0; display: block; max-width: 100%; overflow-x: auto; }",
+		"overflow-wrap: break-word;", "svg { max-width: 100%; height: auto; }", "pre { background: #f5f6f8; padding: 0.6em; overflow-x: auto; }",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("the page's style lacks %q", want)
+		}
+	}
 }
 
 func TestExternalReferences(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Defaults of a Timeline's bounds.
@@ -18,6 +19,11 @@ const (
 	DefaultMaxKept  = 5000 // marks added with Keep, kept in all
 	DefaultMaxSpans = 5000 // spans kept in all
 )
+
+// DefaultTimelineWidth is the width of a Timeline's plot, in its own
+// pixels: with the labels on its left, about the page's width (72em),
+// which the chart is scaled to.
+const DefaultTimelineWidth = 880
 
 // Timeline is a Block: the events of a run in time, drawn as inline SVG.
 // It has one lane per subject (a resource), each lane one row per actor (a
@@ -46,8 +52,8 @@ type Timeline struct {
 	// MaxSpans is how many spans it keeps. 0 means DefaultMaxSpans.
 	MaxSpans int
 	// Width is the width of the plot in pixels, without the labels on
-	// its left. 0 means from the time span: 880 px up to 30 s, 30 px a
-	// second beyond, at most 6000 (the chart then scrolls sideways).
+	// its left: the chart's own coordinates, which the page scales to
+	// its width, whatever the run's length. 0 means DefaultTimelineWidth.
 	Width int
 
 	lanes        map[string]*lane
@@ -225,11 +231,57 @@ const (
 
 // width returns the plot's width.
 func (t *Timeline) width() float64 {
-	if t.Width > 0 {
-		return float64(t.Width)
+	return float64(cmp.Or(max(t.Width, 0), DefaultTimelineWidth))
+}
+
+// The labels' fonts, in pixels (timelineCSS), and how wide a character
+// is taken to be, in ems: a digit of DejaVu Sans, the widest of the
+// common sans-serif fonts' digits, and a little more.
+const (
+	tokenFont     = 9
+	spanLabelFont = 10
+	labelEm       = 0.66
+	labelGap      = 3 // px between two labels on a line
+)
+
+// labelWidth estimates the width of s drawn at size px.
+func labelWidth(s string, size float64) float64 {
+	return labelEm * size * float64(utf8.RuneCountInString(s))
+}
+
+// labelLine places labels on one line of the chart, left to right, so
+// that none overlaps another or leaves the plot: a label that would is
+// not drawn (its mark's tooltip has it).
+type labelLine struct {
+	right    float64 // the right edge of the last label placed
+	min, max float64 // the plot's bounds
+}
+
+// place returns where the label s, of width w, is drawn for a mark at x:
+// at after, its left edge (text-anchor start), or, near the plot's right
+// edge, with its right edge at before (text-anchor end); ok is false if
+// it fits neither way.
+func (l *labelLine) place(after, before, w float64) (x float64, end, ok bool) {
+	left := after
+	if after+w > l.max {
+		left, end = before-w, true
 	}
-	s := t.end.Seconds()
-	return min(max(880, 30*s), 6000)
+	if left < l.min || left < l.right+labelGap || left+w > l.max {
+		return 0, false, false
+	}
+	l.right = left + w
+	if end {
+		return before, true, true
+	}
+	return after, false, true
+}
+
+// anchorEnd is the attribute of a label placed by its right edge.
+func anchorEnd(end bool) string {
+	if end {
+		return ` text-anchor="end"`
+	}
+	return ""
 }
 
 // x maps a time to an abscissa: finite for every input.
@@ -278,7 +330,10 @@ func (t *Timeline) HTML() template.HTML {
 	}
 	plotBottom := y - tlLaneGap
 	height := plotBottom + tlBottom
-	fmt.Fprintf(&b, `<div class="tl-scroll"><svg class="tl" width="%s" height="%s" viewBox="0 0 %s %s" role="img" aria-label="timeline">`,
+	// Its own size in width and height, scaled to the page's width by
+	// timelineCSS: one size for every run, so that the page never
+	// scrolls sideways.
+	fmt.Fprintf(&b, `<div class="tl-chart"><svg class="tl" width="%s" height="%s" viewBox="0 0 %s %s" role="img" aria-label="timeline">`,
 		num(tlLabelW+w+10), num(height), num(tlLabelW+w+10), num(height))
 
 	// Lanes: a band, a title, the rows' labels.
@@ -315,8 +370,24 @@ func (t *Timeline) HTML() template.HTML {
 		used[id] = true
 		return ` id="` + esc(id) + `"`
 	}
-	lastLabel := -1e9
-	for _, s := range t.spans {
+	// The labels of the spans across the chart, left to right, those that
+	// fit.
+	spanLabels := make(map[int]labelPos)
+	var across []int
+	for i, s := range t.spans {
+		if s.Lane == "" && s.Row == "" && s.Label != "" {
+			across = append(across, i)
+		}
+	}
+	slices.SortStableFunc(across, func(i, j int) int { return cmp.Compare(t.spans[i].Start, t.spans[j].Start) })
+	line := labelLine{right: -1e9, min: tlLabelW, max: tlLabelW + w + 10}
+	for _, i := range across {
+		x := t.x(t.spans[i].Start, w)
+		if at, end, ok := line.place(x, x, labelWidth(t.spans[i].Label, spanLabelFont)); ok {
+			spanLabels[i] = labelPos{at, end}
+		}
+	}
+	for i, s := range t.spans {
 		x1, x2 := t.x(s.Start, w), t.x(s.End, w)
 		cls := spanClass[s.Kind]
 		var rects [][2]float64 // y, height
@@ -348,9 +419,8 @@ func (t *Timeline) HTML() template.HTML {
 				fmt.Fprintf(&b, `<rect x="%s" y="%s" width="%s" height="%s"/>`, num(x1), num(r[0]), num(x2-x1), num(r[1]))
 			}
 		}
-		if s.Lane == "" && s.Row == "" && s.Label != "" && x1-lastLabel > 40 {
-			fmt.Fprintf(&b, `<text class="span-label" x="%s" y="26">%s</text>`, num(x1), esc(s.Label))
-			lastLabel = x1
+		if p, ok := spanLabels[i]; ok {
+			fmt.Fprintf(&b, `<text class="span-label" x="%s" y="26"%s>%s</text>`, num(p.x), anchorEnd(p.end), esc(s.Label))
 		}
 		b.WriteString(`</g>`)
 	}
@@ -375,10 +445,10 @@ func (t *Timeline) HTML() template.HTML {
 	}
 	for _, n := range names {
 		l := t.lanes[n]
-		lastGrantLabel := make(map[string]float64)
+		labels := t.tokenLabels(l, w)
 		for _, ms := range [][]Mark{l.sample, l.kept} {
 			for i := range ms {
-				t.writeMark(&b, &ms[i], owner[ms[i].ID] == &ms[i], rowY[n][ms[i].Row]+8, w, lastGrantLabel)
+				t.writeMark(&b, &ms[i], owner[ms[i].ID] == &ms[i], rowY[n][ms[i].Row]+8, w, labels)
 			}
 		}
 	}
@@ -387,10 +457,42 @@ func (t *Timeline) HTML() template.HTML {
 	return template.HTML(b.String())
 }
 
+// labelPos is where a label is drawn: its abscissa, and whether that is
+// its right edge (text-anchor end) rather than its left.
+type labelPos struct {
+	x   float64
+	end bool
+}
+
+// tokenLabels returns where the labels of l's grants are drawn, those
+// that fit: on each row, left to right in time, the sample's and the
+// kept marks' together, a label where it overlaps no other.
+func (t *Timeline) tokenLabels(l *lane, w float64) map[*Mark]labelPos {
+	byRow := make(map[string][]*Mark)
+	for _, ms := range [][]Mark{l.sample, l.kept} {
+		for i := range ms {
+			if m := &ms[i]; m.Kind == MarkGrant && m.Label != "" {
+				byRow[m.Row] = append(byRow[m.Row], m)
+			}
+		}
+	}
+	pos := make(map[*Mark]labelPos)
+	for _, ms := range byRow {
+		slices.SortStableFunc(ms, func(a, b *Mark) int { return cmp.Compare(a.End, b.End) })
+		line := labelLine{right: -1e9, min: tlLabelW, max: tlLabelW + w + 10}
+		for _, m := range ms {
+			x := t.x(m.End, w)
+			if at, end, ok := line.place(x+2.5, x-2.5, labelWidth(m.Label, tokenFont)); ok {
+				pos[m] = labelPos{at, end}
+			}
+		}
+	}
+	return pos
+}
+
 // writeMark draws m on the row whose axis is at ordinate ry, with its ID
-// if withID. lastLabel is the abscissa of the last token label drawn on
-// each row of the lane, so that labels do not overlap.
-func (t *Timeline) writeMark(b *strings.Builder, m *Mark, withID bool, ry, w float64, lastLabel map[string]float64) {
+// if withID; labels says where the grants' labels that fit are drawn.
+func (t *Timeline) writeMark(b *strings.Builder, m *Mark, withID bool, ry, w float64, labels map[*Mark]labelPos) {
 	x, x0 := t.x(m.End, w), t.x(m.Start, w)
 	cls := "m " + markClass[m.Kind]
 	if m.Highlight {
@@ -408,9 +510,8 @@ func (t *Timeline) writeMark(b *strings.Builder, m *Mark, withID bool, ry, w flo
 	switch m.Kind {
 	case MarkGrant:
 		fmt.Fprintf(b, `<rect x="%s" y="%s" width="2" height="14"/>`, num(x-1), num(ry-7))
-		if last, ok := lastLabel[m.Row]; m.Label != "" && (!ok || x-last > 16) {
-			fmt.Fprintf(b, `<text class="token" x="%s" y="%s">%s</text>`, num(x+2.5), num(ry-1.5), esc(m.Label))
-			lastLabel[m.Row] = x
+		if p, ok := labels[m]; ok {
+			fmt.Fprintf(b, `<text class="token" x="%s" y="%s"%s>%s</text>`, num(p.x), num(ry-1.5), anchorEnd(p.end), esc(m.Label))
 		}
 	case MarkFenced:
 		fmt.Fprintf(b, `<path d="M%s %sl8 8m0 -8l-8 8"/>`, num(x-4), num(ry-4))
@@ -454,8 +555,8 @@ func (t *Timeline) writeNotes(b *strings.Builder, names []string) {
 func (t *Timeline) CSS() string { return timelineCSS }
 
 const timelineCSS = `
-.tl-scroll { overflow-x: auto; margin: 0.5em 0; }
-svg.tl { max-width: none; font: 11px system-ui, sans-serif; }
+.tl-chart { margin: 0.5em 0; }
+svg.tl { display: block; width: 100%; height: auto; font: 11px system-ui, sans-serif; }
 .tl .lane { fill: #ffffff; }
 .tl .lane.alt { fill: #f7f8fa; }
 .tl .lane-name { font-weight: 600; fill: #1d2330; }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math"
 	"regexp"
@@ -237,13 +238,13 @@ func TestTimeline_Degenerate(t *testing.T) {
 	if strings.Contains(doc, "NaN") || strings.Contains(doc, "Inf") {
 		t.Fatal("NaN or Inf in the chart")
 	}
-	// A long run: the plot is as wide as its cap, and the axis has ticks.
+	// A long run: the plot is as wide as any, and the axis has ticks.
 	long := &Timeline{}
 	long.Add("r0", Mark{Row: "a", End: 2 * time.Hour})
 	doc = render(t, long)
 	checkCoordinates(t, doc)
-	if !strings.Contains(doc, `width="6130.0"`) || !strings.Contains(doc, ">120m<") {
-		t.Errorf("a 2 h run: not 6000 px wide with an axis to 120m:\n%.600s", doc[strings.Index(doc, `<svg class="tl"`):])
+	if !strings.Contains(doc, `width="1010.0"`) || !strings.Contains(doc, ">120m<") {
+		t.Errorf("a 2 h run: not 1010 px wide with an axis to 120m:\n%.600s", doc[strings.Index(doc, `<svg class="tl"`):])
 	}
 }
 
@@ -292,5 +293,132 @@ func TestNaturalCompare(t *testing.T) {
 	}
 	if naturalCompare("r01", "r1") != -naturalCompare("r1", "r01") {
 		t.Fatal("naturalCompare is not antisymmetric")
+	}
+}
+
+// labelBox is a label of the chart and the stretch of x it covers.
+type labelBox struct {
+	text        string
+	y           string
+	left, right float64
+}
+
+// labelText matches the text elements of a class, with their position,
+// their anchor if any and their text.
+func labelText(class string) *regexp.Regexp {
+	return regexp.MustCompile(`<text class="` + class + `" x="([^"]+)" y="([^"]+)"( text-anchor="end")?>([^<]*)</text>`)
+}
+
+// labelBoxes returns the boxes of the labels of class in doc, drawn at
+// size px, each character taken as wide as a digit of DejaVu Sans
+// (0.636 em), the widest of the common sans-serif fonts' digits.
+func labelBoxes(t *testing.T, doc, class string, size float64) []labelBox {
+	t.Helper()
+	var boxes []labelBox
+	for _, m := range labelText(class).FindAllStringSubmatch(doc, -1) {
+		x, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := 0.636 * size * float64(len([]rune(m[4])))
+		b := labelBox{text: m[4], y: m[2], left: x, right: x + w}
+		if m[3] != "" {
+			b.left, b.right = x-w, x
+		}
+		boxes = append(boxes, b)
+	}
+	return boxes
+}
+
+// checkNoOverlap fails t if two of boxes on one line share an x.
+func checkNoOverlap(t *testing.T, what string, boxes []labelBox) {
+	t.Helper()
+	byLine := make(map[string][]labelBox)
+	for _, b := range boxes {
+		byLine[b.y] = append(byLine[b.y], b)
+	}
+	for y, bs := range byLine {
+		slices.SortFunc(bs, func(a, b labelBox) int { return cmp.Compare(a.left, b.left) })
+		for i := 1; i < len(bs); i++ {
+			if bs[i].left < bs[i-1].right {
+				t.Errorf("%s at y=%s overlap: %q over %.1f..%.1f and %q over %.1f..%.1f", what, y,
+					bs[i-1].text, bs[i-1].left, bs[i-1].right, bs[i].text, bs[i].left, bs[i].right)
+			}
+		}
+	}
+}
+
+// TestTimeline_LabelsDoNotOverlap draws a long run's grants with large
+// tokens, close together on few rows, and many faults across the chart:
+// the labels drawn (a grant's token, a fault's kind) never overlap, as
+// "1113" and "138166" did into "1113138166", and each stays within the
+// chart; enough of them are drawn to read.
+func TestTimeline_LabelsDoNotOverlap(t *testing.T) {
+	tl := &Timeline{}
+	const grants = 4000
+	for i := range grants {
+		at := time.Duration(i) * 20 * time.Millisecond // 80 s
+		m := Mark{ID: fmt.Sprintf("op-%d", i), Row: fmt.Sprintf("client %d", i%3), Kind: MarkGrant, Start: at, End: at + 3*time.Millisecond,
+			Label: strconv.Itoa(1000000 + i), Title: "acquire"}
+		m.Keep = i%7 == 0 // kept ones interleaved with the sample
+		tl.Add("r0", m)
+	}
+	for i := range 200 {
+		at := time.Duration(i) * 400 * time.Millisecond
+		tl.AddSpan(Span{Kind: SpanKill, Start: at, End: at + 100*time.Millisecond, Label: []string{"lose-unsynced", "kill", "clock-skew"}[i%3], Title: "fault"})
+	}
+	doc := render(t, tl)
+	checkCoordinates(t, doc)
+	tokens := labelBoxes(t, doc, "token", 9)
+	spans := labelBoxes(t, doc, "span-label", 10)
+	if len(tokens) < 40 || len(spans) < 8 {
+		t.Fatalf("%d token labels and %d fault labels drawn: too few to read", len(tokens), len(spans))
+	}
+	checkNoOverlap(t, "token labels", tokens)
+	checkNoOverlap(t, "fault labels", spans)
+	vb := regexp.MustCompile(`<svg class="tl"[^>]* viewBox="0 0 ([0-9.]+) `).FindStringSubmatch(doc)
+	if vb == nil {
+		t.Fatal("the chart has no viewBox")
+	}
+	width, _ := strconv.ParseFloat(vb[1], 64)
+	for _, b := range append(tokens, spans...) {
+		if b.left < tlLabelW || b.right > width {
+			t.Errorf("the label %q over %.1f..%.1f leaves the plot (%d..%.1f)", b.text, b.left, b.right, tlLabelW, width)
+		}
+	}
+}
+
+// TestTimeline_FitsThePage: however long the run, the chart is drawn at
+// one size and scales to the width of the page (a viewBox, width 100%),
+// instead of growing to 6000 px that scroll sideways.
+func TestTimeline_FitsThePage(t *testing.T) {
+	svgTag := regexp.MustCompile(`<svg class="tl" width="([0-9.]+)" height="[0-9.]+" viewBox="0 0 ([0-9.]+) [0-9.]+"`)
+	var widths []string
+	for _, end := range []time.Duration{10 * time.Second, 2 * time.Minute, 2 * time.Hour} {
+		tl := &Timeline{}
+		tl.Add("r0", Mark{Row: "a", Kind: MarkAccepted, End: end})
+		doc := render(t, tl)
+		m := svgTag.FindStringSubmatch(doc)
+		if m == nil {
+			t.Fatalf("a %s run: no chart with a width and a viewBox:\n%.400s", end, doc[strings.Index(doc, "<svg"):])
+		}
+		w, _ := strconv.ParseFloat(m[2], 64)
+		if w > 1010 {
+			t.Errorf("a %s run: the chart is %v px wide, wider than the page's 72em", end, w)
+		}
+		widths = append(widths, m[2])
+		if strings.Contains(doc, "max-width: none") || strings.Contains(doc, "overflow-x: auto; margin") {
+			t.Errorf("a %s run: the chart is kept from shrinking, or scrolls in a box of its own", end)
+		}
+		css := doc[strings.Index(doc, "svg.tl {"):]
+		css = css[:strings.Index(css, "}")]
+		for _, want := range []string{"width: 100%", "height: auto"} {
+			if !strings.Contains(css, want) {
+				t.Errorf("the chart's style %q lacks %q: it does not scale to the page", css, want)
+			}
+		}
+	}
+	if widths[0] != widths[2] {
+		t.Errorf("a 10 s run's chart is %s px wide, a 2 h run's %s: want one size, scaled", widths[0], widths[2])
 	}
 }
