@@ -141,6 +141,12 @@ func (s *Server) openCluster(ctx context.Context) error {
 	return nil
 }
 
+// ErrKeyMismatch is the error of Open when a server already on the store
+// signs sequencers with another key than Config.Signer (or one of the two
+// signs none): a configuration that cannot work, which waiting does not
+// cure.
+var ErrKeyMismatch = errors.New("every server on one store must use the same --signing-key")
+
 // checkKeys refuses to join servers that sign with another key: a lease
 // restored by a new leader is signed again, with the new leader's key.
 func (n *node) checkKeys(ctx context.Context) error {
@@ -153,8 +159,8 @@ func (n *node) checkKeys(ctx context.Context) error {
 			continue // a tool (fence migrate, fence bump), not a server
 		}
 		if m.URL != n.self.URL && m.KeyID != n.self.KeyID {
-			return fmt.Errorf("server: %s signs sequencers with key %q and this server with %q: every server on one store must use the same --signing-key",
-				m.URL, keyName(m.KeyID), keyName(n.self.KeyID))
+			return fmt.Errorf("server: %s signs sequencers with key %q and this server with %q: %w",
+				m.URL, keyName(m.KeyID), keyName(n.self.KeyID), ErrKeyMismatch)
 		}
 	}
 	return nil

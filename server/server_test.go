@@ -294,3 +294,49 @@ func TestOpen_BadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestOpen_KeyMismatch checks that a server whose signing key differs from
+// that of a server already on the store (or that signs with none) is
+// refused with ErrKeyMismatch: fence serve exits 2 for it, a configuration
+// that cannot work rather than a store that is down.
+func TestOpen_KeyMismatch(t *testing.T) {
+	testserver.Require(t, startErr)
+	prefixN++
+	store := etcdStore + fmt.Sprintf("/server-test/%d/", prefixN)
+	a, err := fence.GenerateSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := fence.GenerateSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(port int, signer *fence.SigningKey) (*server.Server, error) {
+		return server.Open(t.Context(), server.Config{
+			Store:     store,
+			Advertise: fmt.Sprintf("http://127.0.0.1:%d", port),
+			Signer:    signer,
+			Logger:    slog.New(slog.DiscardHandler),
+		})
+	}
+	first, err := open(1, &a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	for _, signer := range []*fence.SigningKey{&b, nil} {
+		s, err := open(2, signer)
+		if err == nil {
+			s.Close()
+			t.Fatalf("Open with key %v beside a server with key %s: want an error", signer, a.ID)
+		}
+		if !errors.Is(err, server.ErrKeyMismatch) || !strings.Contains(err.Error(), a.ID) {
+			t.Fatalf("Open with another key: %v; want ErrKeyMismatch naming key %s", err, a.ID)
+		}
+	}
+	same, err := open(3, &a)
+	if err != nil {
+		t.Fatalf("Open with the same key: %v", err)
+	}
+	same.Close()
+}
