@@ -337,16 +337,35 @@ func (n *node) drain() {
 	n.forwarder.EndStreams()
 }
 
+// closeWait is how long close waits for the campaign and the leadership to
+// end before it closes the engine under them: longer than a resignation
+// takes (2 s at most).
+const closeWait = 3 * time.Second
+
 // close steps down, stops campaigning and leaves the store.
 func (n *node) close() error {
 	n.cancel()
-	n.wg.Wait()
+	stopped := make(chan struct{})
+	go func() {
+		n.wg.Wait()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(closeWait):
+		// A call to an engine that does not answer may outlive its
+		// context: etcd's election, cancelled while it campaigns, resigns
+		// with its client's context, which only closing the client ends.
+		n.s.logger.Warn("the store does not answer; closing it under the campaign", "store", n.engName, "waited", closeWait.String())
+	}
 	n.mu.Lock()
 	if n.leaderCancel != nil {
 		n.leaderCancel()
 	}
 	n.mu.Unlock()
-	return n.eng.Close()
+	err := n.eng.Close()
+	<-stopped
+	return err
 }
 
 // sleep waits for d or until ctx ends.
