@@ -781,7 +781,9 @@ func TestCluster_Migrate(t *testing.T) {
 
 // TestCluster_MixedKeys checks that a server signing with another key than
 // the servers already on the store refuses to start: a new leader signs the
-// leases it restores with its own key.
+// leases it restores with its own key. The refusal is a configuration that
+// cannot work, as a bad key file is: exit 2 (docs/reference/exit-codes.md),
+// not 1, which says the store could not be reached.
 func TestCluster_MixedKeys(t *testing.T) {
 	_, store := etcdStore(t)
 	keys := t.TempDir()
@@ -799,6 +801,9 @@ func TestCluster_MixedKeys(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "same --signing-key") {
 		t.Fatalf("a server with another key: %v\n%s\nwant it to refuse to start", err, out)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 2 {
+		t.Fatalf("a server with another key exited %d, want 2 (a configuration that cannot work)\n%s", code, out)
 	}
 }
 

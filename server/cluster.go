@@ -141,6 +141,12 @@ func (s *Server) openCluster(ctx context.Context) error {
 	return nil
 }
 
+// ErrKeyMismatch is the error of Open when a server already on the store
+// signs sequencers with another key than Config.Signer (or one of the two
+// signs none): a configuration that cannot work, which waiting does not
+// cure.
+var ErrKeyMismatch = errors.New("every server on one store must use the same --signing-key")
+
 // checkKeys refuses to join servers that sign with another key: a lease
 // restored by a new leader is signed again, with the new leader's key.
 func (n *node) checkKeys(ctx context.Context) error {
@@ -153,8 +159,8 @@ func (n *node) checkKeys(ctx context.Context) error {
 			continue // a tool (fence migrate, fence bump), not a server
 		}
 		if m.URL != n.self.URL && m.KeyID != n.self.KeyID {
-			return fmt.Errorf("server: %s signs sequencers with key %q and this server with %q: every server on one store must use the same --signing-key",
-				m.URL, keyName(m.KeyID), keyName(n.self.KeyID))
+			return fmt.Errorf("server: %s signs sequencers with key %q and this server with %q: %w",
+				m.URL, keyName(m.KeyID), keyName(n.self.KeyID), ErrKeyMismatch)
 		}
 	}
 	return nil
@@ -331,16 +337,35 @@ func (n *node) drain() {
 	n.forwarder.EndStreams()
 }
 
+// closeWait is how long close waits for the campaign and the leadership to
+// end before it closes the engine under them: longer than a resignation
+// takes (2 s at most).
+const closeWait = 3 * time.Second
+
 // close steps down, stops campaigning and leaves the store.
 func (n *node) close() error {
 	n.cancel()
-	n.wg.Wait()
+	stopped := make(chan struct{})
+	go func() {
+		n.wg.Wait()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(closeWait):
+		// A call to an engine that does not answer may outlive its
+		// context: etcd's election, cancelled while it campaigns, resigns
+		// with its client's context, which only closing the client ends.
+		n.s.logger.Warn("the store does not answer; closing it under the campaign", "store", n.engName, "waited", closeWait.String())
+	}
 	n.mu.Lock()
 	if n.leaderCancel != nil {
 		n.leaderCancel()
 	}
 	n.mu.Unlock()
-	return n.eng.Close()
+	err := n.eng.Close()
+	<-stopped
+	return err
 }
 
 // sleep waits for d or until ctx ends.

@@ -294,3 +294,96 @@ func TestOpen_BadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestOpen_KeyMismatch checks that a server whose signing key differs from
+// that of a server already on the store (or that signs with none) is
+// refused with ErrKeyMismatch: fence serve exits 2 for it, a configuration
+// that cannot work rather than a store that is down.
+func TestOpen_KeyMismatch(t *testing.T) {
+	testserver.Require(t, startErr)
+	prefixN++
+	store := etcdStore + fmt.Sprintf("/server-test/%d/", prefixN)
+	a, err := fence.GenerateSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := fence.GenerateSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(port int, signer *fence.SigningKey) (*server.Server, error) {
+		return server.Open(t.Context(), server.Config{
+			Store:     store,
+			Advertise: fmt.Sprintf("http://127.0.0.1:%d", port),
+			Signer:    signer,
+			Logger:    slog.New(slog.DiscardHandler),
+		})
+	}
+	first, err := open(1, &a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	for _, signer := range []*fence.SigningKey{&b, nil} {
+		s, err := open(2, signer)
+		if err == nil {
+			s.Close()
+			t.Fatalf("Open with key %v beside a server with key %s: want an error", signer, a.ID)
+		}
+		if !errors.Is(err, server.ErrKeyMismatch) || !strings.Contains(err.Error(), a.ID) {
+			t.Fatalf("Open with another key: %v; want ErrKeyMismatch naming key %s", err, a.ID)
+		}
+	}
+	same, err := open(3, &a)
+	if err != nil {
+		t.Fatalf("Open with the same key: %v", err)
+	}
+	same.Close()
+}
+
+// TestServer_CloseWithoutEngine checks that servers close while their
+// engine does not answer (fence serve stopped during an etcd outage, or
+// together with etcd): a standby's campaign, cancelled, resigned with a
+// context that only closing the etcd client ends, and Close waited for it
+// before closing the client, until etcd came back.
+func TestServer_CloseWithoutEngine(t *testing.T) {
+	dir := testserver.TempDir(t)
+	e, err := testserver.StartEtcd(dir, 1)
+	testserver.Require(t, err)
+	t.Cleanup(func() { e.Close() })
+	store := "etcd://" + strings.TrimPrefix(e.Members[0].ClientURL, "http://") + "/close/"
+	var servers []*server.Server
+	for i := range 2 {
+		hs := httptest.NewUnstartedServer(nil)
+		s, err := server.Open(t.Context(), server.Config{
+			Store:     store,
+			Advertise: "http://" + hs.Listener.Addr().String(),
+			Logger:    slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs.Config.Handler = s
+		hs.Start()
+		t.Cleanup(hs.Close)
+		servers = append(servers, s)
+		if i == 0 {
+			waitFor(t, "the first server leading", func() bool { return status(hs.URL+"/readyz") == http.StatusOK })
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // the second one campaigns, behind the first
+	if err := e.Members[0].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range servers {
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- s.Close() }()
+		select {
+		case <-done:
+			t.Logf("server %d closed in %v", i, time.Since(start).Round(time.Millisecond))
+		case <-time.After(15 * time.Second):
+			t.Fatalf("server %d: Close has not returned 15 s after etcd died", i)
+		}
+	}
+}

@@ -394,6 +394,9 @@ func serve(ctx context.Context, args []string, stdio stdio) error {
 	fenceSrv, err := openLogging(ctx, srvCfg, logger, waiting)
 	if err != nil {
 		srv.Close()
+		if errors.Is(err, server.ErrKeyMismatch) { // --signing-key, as a bad key file is
+			return &usageError{fmt.Errorf("serve: %w", err)}
+		}
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer fenceSrv.Close()
