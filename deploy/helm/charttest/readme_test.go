@@ -42,15 +42,31 @@ func shellWords(line string) []string {
 }
 
 // TestREADME_InstallCommands renders the chart with the values of every
-// helm install and helm upgrade in the chart's README (an upgrade with
-// --reuse-values on top of the install before it), so that the commands
-// it shows name values that exist and work.
+// helm install and helm upgrade in the chart's README and in the cluster
+// guide (an upgrade with --reuse-values on top of the install before it),
+// so that the commands they show name values that exist and work.
 func TestREADME_InstallCommands(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	for _, doc := range []string{
+		filepath.Join(chartDir, "README.md"),
+		filepath.Join("..", "..", "..", "docs", "guides", "cluster.md"),
+	} {
+		t.Run(filepath.Base(doc), func(t *testing.T) {
+			b, err := os.ReadFile(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := renderCommands(t, string(b)); n == 0 {
+				t.Error("no helm install command")
+			}
+		})
 	}
-	text := strings.ReplaceAll(string(b), "\\\n", " ")
+}
+
+// renderCommands renders the chart for each helm install and helm upgrade
+// in text and returns how many it found.
+func renderCommands(t *testing.T, text string) int {
+	t.Helper()
+	text = strings.ReplaceAll(text, "\\\n", " ")
 	var last map[string]any
 	n := 0
 	for _, line := range strings.Split(text, "\n") {
@@ -83,7 +99,5 @@ func TestREADME_InstallCommands(t *testing.T) {
 			last = vals
 		}
 	}
-	if n < 3 {
-		t.Errorf("found %d helm install and upgrade commands in the README", n)
-	}
+	return n
 }
