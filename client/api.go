@@ -502,9 +502,16 @@ func (c *API) renew(ctx context.Context, resource string, body wire.RenewRequest
 	return lr.Decode()
 }
 
+// renewWire sends a renewal. With ctx's deadline in Fence-Deadline: a
+// server that reads it after the client gave up (it was paused, say)
+// applies nothing, instead of holding the lease for a TTL nobody renews.
 func (c *API) renewWire(ctx context.Context, resource string, body wire.RenewRequest) (wire.Lease, error) {
 	var lr wire.Lease
-	err := c.doJSON(ctx, send(wire.OpRenewLock, resource, "", request{body: jsonBody(body), retryable: true}), &lr)
+	req := request{body: jsonBody(body), retryable: true}
+	if d, ok := ctx.Deadline(); ok {
+		req.header = http.Header{wire.DeadlineHeader: {d.UTC().Format(time.RFC3339Nano)}}
+	}
+	err := c.doJSON(ctx, send(wire.OpRenewLock, resource, "", req), &lr)
 	return lr, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,6 +102,61 @@ func TestLock_FrozenPastTTL(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "lost") {
 		t.Fatalf("stderr does not say the lease was lost:\n%s", stderr.String())
+	}
+}
+
+// TestLock_ServerFrozen freezes the server (SIGSTOP) under a fence lock
+// until fence lock gives the lease up (exit 4). The renewals it sent in
+// the meantime wait in the server's sockets; when the server wakes they
+// carry a deadline already past (Fence-Deadline), and none may hold the
+// lease for another TTL that nobody renews.
+func TestLock_ServerFrozen(t *testing.T) {
+	srv := start(t, t.TempDir())
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cmd := fenceCmd(srv, "lock", "orders", "--ttl", "2s", "--kill-grace", "1s", "--",
+		"sh", "-c", `echo $$ > "$0"; sleep 1000 & wait`, pidFile)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	waitPid(t, pidFile)
+
+	stopped := time.Now()
+	srv.cmd.Process.Signal(syscall.SIGSTOP)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		srv.cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Kill()
+		t.Fatalf("fence lock did not give up under a frozen server; stderr:\n%s", stderr.String())
+	}
+	woke := time.Now()
+	srv.cmd.Process.Signal(syscall.SIGCONT)
+	if code := cmd.ProcessState.ExitCode(); code != 4 {
+		t.Fatalf("exit %d, want 4 (lease lost); stderr:\n%s", code, stderr.String())
+	}
+	// Each renewal sent while the server was frozen is refused when it
+	// wakes: wait for one refusal, then no renewal may have been applied
+	// since it woke.
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(srv.logs.String(), "the client had given up on this request") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no renewal sent to the frozen server (%s to %s) was refused for its deadline; server log:\n%s",
+				stopped.Format(time.RFC3339Nano), woke.Format(time.RFC3339Nano), srv.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, line := range strings.Split(srv.logs.String(), "\n") {
+		var rec struct {
+			Time time.Time
+			Msg  string
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "lock renewed" && rec.Time.After(woke) {
+			t.Fatalf("a renewal sent before fence lock gave up was applied after the server woke:\n%s", line)
+		}
 	}
 }
 

@@ -353,7 +353,7 @@ func kitServeFlags(t *testing.T) map[string]bool {
 	t.Helper()
 	out, _ := exec.Command(binary, "serve", "--help").CombinedOutput()
 	flags := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`).FindAllStringSubmatch(string(out), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^  --?([a-z][a-z0-9-]*)`).FindAllStringSubmatch(string(out), -1) {
 		flags[m[1]] = true
 	}
 	if !flags["listen"] || !flags["auth-file"] {

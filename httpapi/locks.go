@@ -216,6 +216,9 @@ func (s *Handler) renew(c *call) error {
 	if err != nil {
 		return err
 	}
+	if err := checkDeadline(c.r.Header.Get(wire.DeadlineHeader), time.Now()); err != nil {
+		return err
+	}
 	var l fence.Lease
 	var asked []fence.AskedLease
 	sr, renewsSessions := s.locker.(fence.SessionRenewer)
@@ -236,6 +239,27 @@ func (s *Handler) renew(c *call) error {
 	resp := wire.NewLease(c.resource, l)
 	resp.Asked = wire.NewAsked(asked)
 	c.writeJSON(resp)
+	return nil
+}
+
+// checkDeadline refuses a request whose Fence-Deadline (v; "" for none)
+// passed before now: its client gave up on it (the server was paused while
+// the request waited in its socket, say), and a renewal applied now would
+// hold for a full TTL a lease its holder has let go. No slack is allowed
+// for clocks apart: a server ahead refuses only renewals sent at the very
+// end of their budget, one behind would serve those its client gave up.
+func checkDeadline(v string, now time.Time) error {
+	if v == "" {
+		return nil
+	}
+	d, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return badRequest("%s %q: want an RFC 3339 time", wire.DeadlineHeader, v)
+	}
+	if now.After(d) {
+		return badRequest("%s %s passed %s ago by this server's clock: the client had given up on this request, so it was not applied",
+			wire.DeadlineHeader, v, now.Sub(d).Round(time.Millisecond))
+	}
 	return nil
 }
 

@@ -30,6 +30,13 @@ const (
 	// none): the events up to it that the stream sends first (a resume's
 	// catch-up, a replay) are from before; those after it are new.
 	EventHeadHeader = "Fence-Event-Head"
+
+	// DeadlineHeader, on a renewal, is when its client stops waiting for
+	// the answer (RFC 3339, the client's clock). A server that reads the
+	// request later than that, by its own clock, applies nothing: the
+	// client has already given the lease up. Clocks δ apart move that
+	// moment by δ, near the end of a renewal's budget only.
+	DeadlineHeader = "Fence-Deadline"
 )
 
 // Watch streams, as GET /v1/watch answers them.
