@@ -80,8 +80,8 @@ func (s *Handler) watch(c *call) error {
 	replay := 0
 	if v := q.Get("replay"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > watch.RingSize {
-			return badRequest("replay %q: want an integer in 0..%d", v, watch.RingSize)
+		if err != nil || n < 0 || n > watch.MaxReplay {
+			return badRequest("replay %q: want an integer in 0..%d", v, watch.MaxReplay)
 		}
 		replay = n
 	}

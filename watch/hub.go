@@ -68,8 +68,11 @@ const (
 	// RingSize is how many of the latest events a hub keeps for resuming.
 	RingSize = 4096
 	// Buffer is how many events (of any resource) a subscriber may have not
-	// yet taken before it is cut off.
+	// yet taken before it is cut off (beyond those of a replay or resume).
 	Buffer = 1024
+	// MaxReplay is the longest replay that leaves a subscriber Buffer of
+	// room in the ring.
+	MaxReplay = RingSize - Buffer
 )
 
 // Errors that end a subscription.
@@ -229,7 +232,9 @@ func (h *Hub) Subscribe(prefix, after string) (*Sub, error) {
 // SubscribeReplay returns a subscription to the events of the resources
 // that start with prefix that begins n events back: with those of the last
 // n events published (at most the RingSize the hub keeps) and goes on with
-// the next ones. Sub.Head tells the events replayed from the new ones.
+// the next ones. Sub.Head tells the events replayed from the new ones. A
+// replay of more than MaxReplay leaves less than Buffer of room: the next
+// events may cut it off.
 func (h *Hub) SubscribeReplay(prefix string, n int) (*Sub, error) {
 	return h.subscribe(prefix, func(s *Sub) {
 		s.next -= min(uint64(max(n, 0)), uint64(len(h.ring)))
@@ -250,7 +255,9 @@ func (h *Hub) subscribe(prefix string, start func(s *Sub)) (*Sub, error) {
 		s.head = h.id(h.seq)
 	}
 	start(s)
-	s.allow = max(Buffer, h.seq+1-s.next) // a replay may take the whole ring
+	// A replay (or resume) may fall Buffer behind beyond its backlog, as
+	// far as the ring keeps events.
+	s.allow = min(RingSize, h.seq+1-s.next+Buffer)
 	h.subs.Add(1)
 	return s, nil
 }

@@ -116,6 +116,22 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("replay of 0: Pending %d", none.Pending())
 	}
 	h.Close()
+
+	// The longest replay the API allows still has Buffer of room: events
+	// published before it reads any do not cut it off.
+	h = NewHub()
+	defer h.Close()
+	publish(h, RingSize, "r")
+	longest, _ := h.SubscribeReplay("", MaxReplay)
+	publish(h, Buffer, "r")
+	for i := range MaxReplay + Buffer {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := longest.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("event %d of a replay of MaxReplay with Buffer published since: %v", i, err)
+		}
+	}
 }
 
 func TestLost(t *testing.T) {
