@@ -116,9 +116,10 @@ type FenceStatus struct {
 // hold fencing state for, held now or not.
 type FenceLister interface {
 	// ListFences returns the resources with a token issued or a fence
-	// raised whose names start with prefix and sort after after (byte
-	// order; "" from the first), in byte order, at most limit
-	// (1..MaxListLimit) of them, and whether more follow. It wraps
+	// raised whose names start with prefix, sort after after (byte order;
+	// "" from the first) and keep accepts (nil: all), in byte order, at
+	// most limit (1..MaxListLimit) of them, and whether more follow. One
+	// call reads the store once, however few keep accepts. It wraps
 	// ErrBadRequest for a limit out of range.
-	ListFences(ctx context.Context, prefix, after string, limit int) (fences []FenceStatus, more bool, err error)
+	ListFences(ctx context.Context, prefix, after string, limit int, keep func(resource string) bool) (fences []FenceStatus, more bool, err error)
 }

@@ -20,7 +20,7 @@ func testListFences(t *testing.T, open func(t *testing.T) Backend) {
 		t.Skipf("%T does not list fences", b)
 	}
 	ctx := t.Context()
-	if got, more, err := l.ListFences(ctx, "", "", 10); err != nil || len(got) != 0 || more {
+	if got, more, err := l.ListFences(ctx, "", "", 10, nil); err != nil || len(got) != 0 || more {
 		t.Fatalf("ListFences of an empty backend = %v, %v, %v; want none", got, more, err)
 	}
 	// b/2 is granted twice and released: listed with its last fence 2
@@ -50,7 +50,7 @@ func testListFences(t *testing.T, open func(t *testing.T) Backend) {
 		var got []fence.FenceStatus
 		after := ""
 		for pages := 0; ; pages++ {
-			page, more, err := l.ListFences(ctx, "", after, size)
+			page, more, err := l.ListFences(ctx, "", after, size, nil)
 			if err != nil {
 				t.Fatalf("ListFences(after %q): %v", after, err)
 			}
@@ -70,16 +70,25 @@ func testListFences(t *testing.T, open func(t *testing.T) Backend) {
 			t.Fatalf("ListFences, all pages of %d:\n got %v\nwant %v", size, got, want)
 		}
 	}
-	page, more, err := l.ListFences(ctx, "r/1", "r/12", 100)
+	page, more, err := l.ListFences(ctx, "r/1", "r/12", 100, nil)
 	if err != nil || more || !slices.Equal(page, want[14:21]) {
 		t.Fatalf("ListFences(prefix r/1, after r/12) = %v, %v, %v; want %v", page, more, err, want[14:21])
 	}
-	page, more, err = l.ListFences(ctx, "b/", "", 1)
+	page, more, err = l.ListFences(ctx, "b/", "", 1, nil)
 	if err != nil || more || !slices.Equal(page, want[:1]) {
 		t.Fatalf("ListFences(prefix b/, limit 1) = %v, %v, %v; want %v", page, more, err, want[:1])
 	}
+	// keep filters in the scan: a page is full of what it accepts.
+	odd := func(name string) bool { return name[len(name)-1]%2 == 1 }
+	page, more, err = l.ListFences(ctx, "r/", "", 3, odd)
+	if err != nil || !more || len(page) != 3 || page[0].Resource != "r/01" || page[1].Resource != "r/03" || page[2].Resource != "r/05" {
+		t.Fatalf("ListFences(prefix r/, limit 3, odd names) = %v, %v, %v; want r/01, r/03, r/05 and more", page, more, err)
+	}
+	if page, more, err = l.ListFences(ctx, "", "", 3, func(string) bool { return false }); err != nil || len(page) != 0 || more {
+		t.Fatalf("ListFences keeping nothing = %v, %v, %v; want none", page, more, err)
+	}
 	for _, limit := range []int{0, -1, fence.MaxListLimit + 1} {
-		if _, _, err := l.ListFences(ctx, "", "", limit); !errors.Is(err, fence.ErrBadRequest) {
+		if _, _, err := l.ListFences(ctx, "", "", limit, nil); !errors.Is(err, fence.ErrBadRequest) {
 			t.Fatalf("ListFences(limit %d) = %v, want ErrBadRequest", limit, err)
 		}
 	}

@@ -47,27 +47,22 @@ func (s *Handler) listFences(c *call) error {
 	if !ok {
 		return fmt.Errorf("%w: this server's storage cannot list its fences", fence.ErrNotFound)
 	}
-	resp := wire.FenceListResponse{Fences: []wire.ListedFence{}}
-	// With auth, pages are filtered as in listLocks.
-	for {
-		fences, more, err := lister.ListFences(c.r.Context(), prefix, after, limit-len(resp.Fences))
-		if err != nil {
-			return err
-		}
-		for _, f := range fences {
-			after = f.Resource
-			if c.allowed(wire.PermRead, f.Resource) != nil {
-				continue
-			}
-			resp.Fences = append(resp.Fences, wire.ListedFence{Resource: f.Resource, LastToken: f.LastToken, LastFence: f.LastFence})
-		}
-		if !more {
-			break
-		}
-		if len(resp.Fences) == limit {
-			resp.Next = after
-			break
-		}
+	// With auth, only what the caller may read, filtered in the one scan
+	// of the store (not page after page of it).
+	var keep func(string) bool
+	if s.Authenticate != nil {
+		keep = func(resource string) bool { return c.allowed(wire.PermRead, resource) == nil }
+	}
+	fences, more, err := lister.ListFences(c.r.Context(), prefix, after, limit, keep)
+	if err != nil {
+		return err
+	}
+	resp := wire.FenceListResponse{Fences: make([]wire.ListedFence, 0, len(fences))}
+	for _, f := range fences {
+		resp.Fences = append(resp.Fences, wire.ListedFence{Resource: f.Resource, LastToken: f.LastToken, LastFence: f.LastFence})
+	}
+	if more {
+		resp.Next = fences[len(fences)-1].Resource
 	}
 	c.writeJSON(resp)
 	return nil

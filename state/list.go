@@ -14,7 +14,7 @@ var _ fence.FenceLister = (*DB)(nil)
 // ListFences implements fence.FenceLister on committed state (confirmed
 // like any read). It reads every resource's record: a page costs the
 // number of resources the store holds, not the page's size.
-func (db *DB) ListFences(ctx context.Context, prefix, after string, limit int) ([]fence.FenceStatus, bool, error) {
+func (db *DB) ListFences(ctx context.Context, prefix, after string, limit int, keep func(string) bool) ([]fence.FenceStatus, bool, error) {
 	if limit < 1 || limit > fence.MaxListLimit {
 		return nil, false, fmt.Errorf("%s: list fences: %w: limit %d is outside 1..%d", db.name, fence.ErrBadRequest, limit, fence.MaxListLimit)
 	}
@@ -22,7 +22,7 @@ func (db *DB) ListFences(ctx context.Context, prefix, after string, limit int) (
 	err := db.View(ctx, func(tx Tx) error {
 		fences = fences[:0] // a View may run fn again
 		return tx.Resources(func(name string, r Resource) error {
-			if strings.HasPrefix(name, prefix) && name > after && (r.LastToken > 0 || r.LastFence > 0) {
+			if strings.HasPrefix(name, prefix) && name > after && (r.LastToken > 0 || r.LastFence > 0) && (keep == nil || keep(name)) {
 				fences = append(fences, fence.FenceStatus{Resource: name, LastToken: r.LastToken, LastFence: r.LastFence})
 				if len(fences) > 4*(limit+1) { // keep memory to the page's order
 					fences = firstFences(fences, limit+1)
