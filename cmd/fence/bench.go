@@ -76,9 +76,10 @@ Report with -o json: one JSON object on stdout, with the members
   interrupted          true if SIGINT ended the run early
   ops, ops_per_s       operations completed: cycles whose acquire was granted
                        in the measured time (cycle, contended; each such
-                       acquisition is one cycle, an op or an error, so
-                       acquisitions = ops + errors_total), or writes
-                       accepted in it (write)
+                       acquisition is one cycle, an op or the error of its
+                       write or release, so acquisitions = ops + those
+                       errors; acquires refused are errors but no
+                       acquisitions), or writes accepted in it (write)
   acquisitions, acquisitions_per_s
                        acquires granted in the measured time
   handoffs             acquisitions where the previous grant of the resource

@@ -32,8 +32,9 @@ type Report struct {
 
 	// Ops is the number of operations completed: whole cycles whose
 	// acquire was granted in the measured time (cycle, contended: finished
-	// even past its end, so that each acquisition counted is one cycle,
-	// an operation or an error) or writes accepted in it (write).
+	// past its end, so that each acquisition counted is one cycle, an
+	// operation or the error of its write or release, unless the run was
+	// interrupted) or writes accepted in it (write).
 	Ops       int64   `json:"ops"`
 	OpsPerSec float64 `json:"ops_per_s"`
 	// Acquisitions counts the acquires granted in the measured time.

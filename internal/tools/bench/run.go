@@ -310,27 +310,24 @@ func (c *client) cycleLoop(ctx context.Context) {
 			return
 		}
 		// A cycle counts, as its acquisition does, by when it was granted:
-		// one granted in the measured time is finished even past its end,
-		// so that each acquisition counted is one cycle, an operation or
-		// an error (ops + their failures = acquisitions).
-		cctx := ctx
-		if counted {
-			cctx = context.WithoutCancel(ctx)
-		}
-		werr := c.put(cctx, res, token)
+		// one granted in the measured time is finished past its end (ctx
+		// lasts drainGrace longer), so that each acquisition counted is
+		// one cycle, an operation or the error of its write or release
+		// (unless the run is interrupted, or the drain runs out).
+		werr := c.put(ctx, res, token)
 		t2 := time.Now()
 		if werr != nil {
-			c.fail(cctx, t1, werr) // counted by when the cycle was granted
+			c.fail(ctx, t1, werr) // counted by when the cycle was granted
 		} else {
 			c.r.accepted(res, token, t1, t2)
 			c.record(stepWrite, t1, t2)
 		}
 		c.r.releasing(res, c.id)
-		err = c.release(cctx, res, token)
+		err = c.release(ctx, res, token)
 		t3 := time.Now()
 		if err != nil {
 			if werr == nil { // one error per cycle
-				c.fail(cctx, t1, err)
+				c.fail(ctx, t1, err)
 			}
 			continue
 		}
