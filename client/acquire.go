@@ -25,9 +25,11 @@ func (c *API) Acquire(ctx context.Context, resource, holder string, ttl, wait ti
 	body := jsonBody(wire.AcquireRequest{Holder: holder, TTLMS: ttl.Milliseconds(), WaitMS: wait.Milliseconds(),
 		Session: wire.NewSessionRef(fence.SessionOf(ctx))})
 	var lr wire.Lease
+	sent := time.Now()
 	if err := c.doJSON(ctx, send(wire.OpAcquireLock, resource, "", request{body: body, retryable: true}), &lr); err != nil {
 		return fence.Lease{}, err
 	}
+	c.clock.learn(sent, time.Now(), lr)
 	return lr.Decode()
 }
 

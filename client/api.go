@@ -73,7 +73,8 @@ type API struct {
 	// with every request.
 	AuthToken string
 
-	srv *servers // nil unless made by NewAPI
+	srv   *servers    // nil unless made by NewAPI
+	clock serverClock // the leader's clock, learnt from lease answers, for Fence-Deadline
 }
 
 var (
@@ -502,16 +503,31 @@ func (c *API) renew(ctx context.Context, resource string, body wire.RenewRequest
 	return lr.Decode()
 }
 
-// renewWire sends a renewal. With ctx's deadline in Fence-Deadline: a
-// server that reads it after the client gave up (it was paused, say)
-// applies nothing, instead of holding the lease for a TTL nobody renews.
+// renewWire sends a renewal, with ctx's deadline on the server's clock in
+// Fence-Deadline once the client knows that clock: a server that reads it
+// after the client gave up (it was paused, say) applies nothing, instead
+// of holding the lease for a TTL nobody renews. A refusal of a deadline
+// the client has not reached means the estimate is wrong (another server
+// leads): the renewal goes again without one.
 func (c *API) renewWire(ctx context.Context, resource string, body wire.RenewRequest) (wire.Lease, error) {
 	var lr wire.Lease
 	req := request{body: jsonBody(body), retryable: true}
 	if d, ok := ctx.Deadline(); ok {
-		req.header = http.Header{wire.DeadlineHeader: {d.UTC().Format(time.RFC3339Nano)}}
+		if sd, known := c.clock.toServer(d); known {
+			req.header = http.Header{wire.DeadlineHeader: {sd.UTC().Format(time.RFC3339Nano)}}
+		}
 	}
+	sent := time.Now()
 	err := c.doJSON(ctx, send(wire.OpRenewLock, resource, "", req), &lr)
+	if err != nil && req.header != nil && errors.Is(err, fence.ErrBadRequest) && ctx.Err() == nil {
+		c.clock.forget()
+		req.header = nil
+		sent = time.Now()
+		err = c.doJSON(ctx, send(wire.OpRenewLock, resource, "", req), &lr)
+	}
+	if err == nil {
+		c.clock.learn(sent, time.Now(), lr)
+	}
 	return lr, err
 }
 

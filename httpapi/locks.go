@@ -245,9 +245,10 @@ func (s *Handler) renew(c *call) error {
 // checkDeadline refuses a request whose Fence-Deadline (v; "" for none)
 // passed before now: its client gave up on it (the server was paused while
 // the request waited in its socket, say), and a renewal applied now would
-// hold for a full TTL a lease its holder has let go. No slack is allowed
-// for clocks apart: a server ahead refuses only renewals sent at the very
-// end of their budget, one behind would serve those its client gave up.
+// hold for a full TTL a lease its holder has let go. The deadline is on
+// this server's clock, as the client learnt it from its lease answers; a
+// slack here would serve exactly the renewal of a server woken just after
+// its client gave up.
 func checkDeadline(v string, now time.Time) error {
 	if v == "" {
 		return nil

@@ -32,10 +32,9 @@ const (
 	EventHeadHeader = "Fence-Event-Head"
 
 	// DeadlineHeader, on a renewal, is when its client stops waiting for
-	// the answer (RFC 3339, the client's clock). A server that reads the
-	// request later than that, by its own clock, applies nothing: the
-	// client has already given the lease up. Clocks δ apart move that
-	// moment by δ, near the end of a renewal's budget only.
+	// the answer (RFC 3339), on the server's clock as the client estimates
+	// it. A server that reads the request later than that applies nothing:
+	// the client has already given the lease up.
 	DeadlineHeader = "Fence-Deadline"
 )
 
