@@ -181,16 +181,18 @@ func (l *limitListener) acceptLoop() {
 	}
 }
 
-// waitSlot admits c once it can, within parkTime, or closes it.
+// waitSlot admits c once it can, within parkTime, or closes it. Its place
+// in the wait is given up as soon as it is admitted or refused, before it
+// is handed on, so that the next connection to wait finds it free.
 func (l *limitListener) waitSlot(c net.Conn, src string) {
-	defer func() {
+	unpark := func() {
 		l.mu.Lock()
 		l.parked--
 		if l.parkedBy[src]--; l.parkedBy[src] == 0 {
 			delete(l.parkedBy, src)
 		}
 		l.mu.Unlock()
-	}()
+	}
 	connsQueued.Inc()
 	tick := time.NewTicker(idleCheck)
 	defer tick.Stop()
@@ -199,14 +201,17 @@ func (l *limitListener) waitSlot(c net.Conn, src string) {
 		select {
 		case <-tick.C:
 			if lc := l.admit(c, src); lc != nil {
+				unpark()
 				l.deliver(lc)
 				return
 			}
 		case <-deadline:
+			unpark()
 			connsRefused.Inc()
 			c.Close()
 			return
 		case <-l.done:
+			unpark()
 			c.Close()
 			return
 		}
