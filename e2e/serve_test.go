@@ -297,8 +297,13 @@ func TestServe_StartsWithoutQuorum(t *testing.T) {
 	if resp.StatusCode != 503 || p.Code != "not_ready" || !strings.Contains(p.Detail, "etcd://") {
 		t.Fatalf("/readyz without quorum: %d %+v, want 503 not_ready naming the store", resp.StatusCode, p)
 	}
-	if !strings.Contains(logs.String(), `"fence starting"`) || !strings.Contains(logs.String(), "waiting_for") {
-		t.Fatalf("the log does not say what the server waits for:\n%s", logs)
+	// The line was written before the server answered, but the goroutine
+	// that reads its stderr may not have copied it yet.
+	for said := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), `"fence starting"`) || !strings.Contains(logs.String(), "waiting_for"); {
+		if time.Now().After(said) {
+			t.Fatalf("the log does not say what the server waits for:\n%s", logs)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	for _, m := range e.Members[1:] {
 		if err := m.Start(); err != nil {
