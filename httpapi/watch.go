@@ -183,12 +183,23 @@ func (s *Handler) writeEvent(c *call, e watch.Event) error {
 			return nil // not this caller's to see
 		}
 	}
-	data, err := json.Marshal(eventOf(e))
+	frame, err := e.Encoded(encodeEvent)
 	if err != nil {
 		return err // cannot happen: strings and numbers
 	}
 	watchEvents.Inc()
-	return sse.Write(c.w, sse.Event{ID: e.ID, Type: string(e.Type), Data: string(data)})
+	_, err = c.w.Write(frame)
+	return err
+}
+
+// encodeEvent is e as one Server-Sent Event, made once for every stream
+// that sends it.
+func encodeEvent(e watch.Event) ([]byte, error) {
+	data, err := json.Marshal(eventOf(e))
+	if err != nil {
+		return nil, err
+	}
+	return sse.Encode(sse.Event{ID: e.ID, Type: string(e.Type), Data: string(data)})
 }
 
 // rejected publishes a write_rejected event for a fenced storage write.

@@ -159,16 +159,27 @@ func (r *Reader) line() ([]byte, error) {
 // "event" line if e.Type is not "", and one "data" line per line of e.Data.
 // An ID or a type with a line break or a NUL cannot be sent and is an error.
 func Write(w io.Writer, e Event) error {
+	b, err := Encode(e)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// Encode returns e as Write writes it: a server that sends one event on
+// many streams encodes it once.
+func Encode(e Event) ([]byte, error) {
 	var b bytes.Buffer
 	if e.ID != "" {
 		if strings.ContainsAny(e.ID, "\r\n\x00") {
-			return fmt.Errorf("sse: event ID %q has a line break or a NUL", e.ID)
+			return nil, fmt.Errorf("sse: event ID %q has a line break or a NUL", e.ID)
 		}
 		b.WriteString("id: " + e.ID + "\n")
 	}
 	if e.Type != "" {
 		if strings.ContainsAny(e.Type, "\r\n") {
-			return fmt.Errorf("sse: event type %q has a line break", e.Type)
+			return nil, fmt.Errorf("sse: event type %q has a line break", e.Type)
 		}
 		b.WriteString("event: " + e.Type + "\n")
 	}
@@ -177,8 +188,7 @@ func Write(w io.Writer, e Event) error {
 		b.WriteString("data: " + l + "\n")
 	}
 	b.WriteString("\n")
-	_, err := w.Write(b.Bytes())
-	return err
+	return b.Bytes(), nil
 }
 
 // WriteRetry writes a "retry" field that sets the client's reconnection

@@ -61,6 +61,28 @@ type Event struct {
 	Shared    bool        // a shared hold's event (granted, renewed, released, expired; revoked, one per holder of the group)
 	Time      time.Time   // when the change was made; Publish sets it if zero
 	Detail    string      // for Lost: why
+
+	enc *encoding // set by Publish: the event's encoding, made once (Encoded)
+}
+
+// encoding is an event's encoding, shared by the copies of a published
+// event that every subscriber takes.
+type encoding struct {
+	once sync.Once
+	b    []byte
+	err  error
+}
+
+// Encoded returns encode(e), run once for a published event however many
+// subscribers send it (a server writes one event to thousands of
+// streams); for another event, at every call. encode must depend on e
+// alone.
+func (e Event) Encoded(encode func(Event) ([]byte, error)) ([]byte, error) {
+	if e.enc == nil {
+		return encode(e)
+	}
+	e.enc.once.Do(func() { e.enc.b, e.enc.err = encode(e) })
+	return e.enc.b, e.enc.err
 }
 
 // Limits of a Hub.
@@ -136,6 +158,7 @@ func (h *Hub) Publish(e Event) {
 	}
 	h.seq++
 	e.ID = h.id(h.seq)
+	e.enc = new(encoding)
 	if len(h.ring) < RingSize {
 		h.ring = append(h.ring, e)
 	} else {

@@ -285,3 +285,38 @@ func TestWakeAfterIdle(t *testing.T) {
 		}
 	})
 }
+
+// TestEncodedOnce checks that a published event is encoded once, however
+// many subscribers take it, and that an event of one subscriber (Lost) is
+// encoded when asked.
+func TestEncodedOnce(t *testing.T) {
+	h := NewHub()
+	defer h.Close()
+	var subs []*Sub
+	for range 3 {
+		s, err := h.Subscribe("", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, s)
+	}
+	h.Publish(Event{Type: Granted, Resource: "r", Token: 7})
+	calls := 0
+	encode := func(e Event) ([]byte, error) { calls++; return []byte(e.ID), nil }
+	for _, s := range subs {
+		e := next(t, s)
+		if b, err := e.Encoded(encode); err != nil || string(b) != e.ID {
+			t.Fatalf("Encoded = %q, %v; want the event's encoding", b, err)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("encode ran %d times for one event taken by 3 subscribers, want 1", calls)
+	}
+	lost, _ := h.Subscribe("", "0123456789abcdef-1")
+	e := next(t, lost)
+	e.Encoded(encode)
+	e.Encoded(encode)
+	if e.Type != Lost || calls != 3 {
+		t.Fatalf("a Lost event (%s) encoded %d times in all, want 3: an event not published is encoded at every call", e.Type, calls)
+	}
+}
