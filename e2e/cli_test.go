@@ -60,22 +60,31 @@ func TestLock_RunsCommand(t *testing.T) {
 	}
 }
 
+// startSleepUnderLock starts fence lock orders with ttl over a shell that
+// writes its pid to pidFile and sleeps, and returns the command, its
+// stderr, a channel closed when it exits, and the pid file.
+func startSleepUnderLock(t *testing.T, srv *server, ttl string) (cmd *exec.Cmd, stderr *bytes.Buffer, done chan struct{}, pidFile string) {
+	t.Helper()
+	pidFile = filepath.Join(t.TempDir(), "pid")
+	cmd = fenceCmd(srv, "lock", "orders", "--ttl", ttl, "--kill-grace", "1s", "--",
+		"sh", "-c", `echo $$ > "$0"; sleep 1000 & wait`, pidFile)
+	stderr = &bytes.Buffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done = make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	return cmd, stderr, done, pidFile
+}
+
 // TestLock_FrozenPastTTL freezes the fence lock process (SIGSTOP) past its
 // TTL while another holder takes the lock. When it wakes it must kill its
 // command's process group and exit with the lease-lost code, leaving the new
 // holder's lease alone.
 func TestLock_FrozenPastTTL(t *testing.T) {
 	srv := start(t, t.TempDir())
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	cmd := fenceCmd(srv, "lock", "orders", "--ttl", "1s", "--kill-grace", "1s", "--",
-		"sh", "-c", `echo $$ > "$0"; sleep 1000 & wait`, pidFile)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
+	cmd, stderr, done, pidFile := startSleepUnderLock(t, srv, "1s")
 	child := waitPid(t, pidFile)
 
 	cmd.Process.Signal(syscall.SIGSTOP)
@@ -112,16 +121,7 @@ func TestLock_FrozenPastTTL(t *testing.T) {
 // lease for another TTL that nobody renews.
 func TestLock_ServerFrozen(t *testing.T) {
 	srv := start(t, t.TempDir())
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	cmd := fenceCmd(srv, "lock", "orders", "--ttl", "2s", "--kill-grace", "1s", "--",
-		"sh", "-c", `echo $$ > "$0"; sleep 1000 & wait`, pidFile)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
+	cmd, stderr, done, pidFile := startSleepUnderLock(t, srv, "2s")
 	waitPid(t, pidFile)
 
 	stopped := time.Now()

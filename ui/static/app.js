@@ -353,6 +353,24 @@
     }, delay);
   }
 
+  // listPages reads a listing (GET /v1/locks, /v1/fences) under prefix,
+  // page after page of pageSize, until its end or max items: the items
+  // (the answers' member named key) and whether more were left.
+  async function listPages(path, key, prefix, pageSize, max) {
+    const items = [];
+    let after = '';
+    do {
+      const q = new URLSearchParams();
+      if (prefix) q.set('prefix', prefix);
+      if (after) q.set('after', after);
+      q.set('limit', String(pageSize));
+      const page = await api(path + '?' + q.toString());
+      items.push(...(page[key] || []));
+      after = page.next || '';
+    } while (after && items.length < max);
+    return { items, more: after !== '' };
+  }
+
   async function listLocks() {
     if (listing) {
       listAgain = true;
@@ -363,19 +381,7 @@
     listing = run;
     state.listings.push(run);
     try {
-      const locks = [];
-      let after = '';
-      let more = false;
-      do {
-        const q = new URLSearchParams();
-        if (prefix) q.set('prefix', prefix);
-        if (after) q.set('after', after);
-        q.set('limit', String(state.pageSize));
-        const page = await api('/v1/locks?' + q.toString());
-        locks.push(...(page.locks || []));
-        after = page.next || '';
-        more = after !== '' && locks.length >= MAX_LOCKS;
-      } while (after && !more);
+      const { items: locks, more } = await listPages('/v1/locks', 'locks', prefix, state.pageSize, MAX_LOCKS);
       if (prefix !== state.prefix) return; // the filter changed meanwhile
       const next = new Map();
       for (const l of locks) {
@@ -550,19 +556,7 @@
     fencing = true;
     const prefix = state.prefix;
     try {
-      const fences = [];
-      let after = '';
-      let more = false;
-      do {
-        const q = new URLSearchParams();
-        if (prefix) q.set('prefix', prefix);
-        if (after) q.set('after', after);
-        q.set('limit', '1000');
-        const page = await api('/v1/fences?' + q.toString());
-        fences.push(...(page.fences || []));
-        after = page.next || '';
-        more = after !== '' && fences.length >= MAX_FENCES;
-      } while (after && !more);
+      const { items: fences } = await listPages('/v1/fences', 'fences', prefix, 1000, MAX_FENCES);
       if (prefix !== state.prefix) return; // the filter changed meanwhile
       for (const f of fences) {
         const r = seeResource(f.resource);

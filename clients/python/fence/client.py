@@ -96,6 +96,18 @@ def _ms(seconds: float) -> int:
     return int(round(seconds * 1000))
 
 
+def _pages(fetch: Callable[[str], Any]) -> Iterator[Any]:
+    """The pages of a listing: fetch(after) from the first until one has no
+    ``next``."""
+    after = ""
+    while True:
+        page = fetch(after)
+        yield page
+        if not page.next:
+            return
+        after = page.next
+
+
 def _page_path(path: str, prefix: str, after: str, limit: Optional[int]) -> str:
     """The path of a listing's page: path with its prefix, after and limit."""
     q: Dict[str, str] = {}
@@ -614,14 +626,8 @@ class Client:
     def locks(self, prefix: str = "", page_size: Optional[int] = None) -> Iterator[LockInfo]:
         """Iterate over every lock held whose resource starts with ``prefix``,
         fetching page after page (``page_size`` each) as it goes."""
-        after = ""
-        while True:
-            page = self.list_locks(prefix, after, page_size)
-            for lk in page.locks:
-                yield lk
-            if not page.next:
-                return
-            after = page.next
+        for page in _pages(lambda after: self.list_locks(prefix, after, page_size)):
+            yield from page.locks
 
     def list_fences(self, prefix: str = "", after: str = "", limit: Optional[int] = None) -> FencePage:
         """One page of the resources for which a token was issued or a fence
@@ -638,14 +644,8 @@ class Client:
     def fences(self, prefix: str = "", page_size: Optional[int] = None) -> Iterator[FenceInfo]:
         """Iterate over every resource's last token and last fence under
         ``prefix``, fetching page after page (``page_size`` each)."""
-        after = ""
-        while True:
-            page = self.list_fences(prefix, after, page_size)
-            for f in page.fences:
-                yield f
-            if not page.next:
-                return
-            after = page.next
+        for page in _pages(lambda after: self.list_fences(prefix, after, page_size)):
+            yield from page.fences
 
     # -- storage ------------------------------------------------------------
 

@@ -788,13 +788,7 @@ export class Client {
    * async iterator: `for await (const l of client.list({prefix: "orders/"}))`.
    */
   async *list(options: ListOptions = {}): AsyncGenerator<ListedLock, void, undefined> {
-    let after = options.after;
-    for (;;) {
-      const page = await this.listPage({ ...options, after });
-      yield* page.locks;
-      if (page.next === undefined) return;
-      after = page.next;
-    }
+    for await (const page of pages((after) => this.listPage({ ...options, after }), options.after)) yield* page.locks;
   }
 
   /**
@@ -821,13 +815,7 @@ export class Client {
    * page after page, as an async iterator.
    */
   async *fences(options: ListOptions = {}): AsyncGenerator<ListedFence, void, undefined> {
-    let after = options.after;
-    for (;;) {
-      const page = await this.fencesPage({ ...options, after });
-      yield* page.fences;
-      if (page.next === undefined) return;
-      after = page.next;
-    }
+    for await (const page of pages((after) => this.fencesPage({ ...options, after }), options.after)) yield* page.fences;
   }
 
   /** Returns what the current server knows of its cluster: GET /v1/cluster. */
@@ -991,4 +979,14 @@ function pagePath(path: string, options: ListOptions): string {
   }
   const qs = q.toString();
   return path + (qs ? "?" + qs : "");
+}
+
+/** The pages of a listing: fetch(after) from after on, until a page has no next. */
+async function* pages<P extends { next?: string }>(fetch: (after: string | undefined) => Promise<P>, after: string | undefined): AsyncGenerator<P, void, undefined> {
+  for (;;) {
+    const page = await fetch(after);
+    yield page;
+    if (page.next === undefined) return;
+    after = page.next;
+  }
 }
