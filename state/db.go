@@ -81,10 +81,9 @@ type Limiter interface {
 // ErrNotApplied means an engine certainly applied nothing of a transaction.
 var ErrNotApplied = errors.New("state: transaction not applied")
 
-// ErrOutOfOrder means that a Remote refused a commit because the commit it
-// follows in its epoch had not been applied: nothing of it was applied. A
-// LeaderEngine sends the commit again once that one is, or fails it with
-// this error when that one failed.
+// ErrOutOfOrder means that a commit was not applied because one before it
+// was not: a Remote found the commits before the ones it carries not
+// applied, or a LeaderEngine had built it on one that failed.
 var ErrOutOfOrder = fmt.Errorf("state: the commit before it was not applied: %w", ErrNotApplied)
 
 // ErrDeposed means this server's writer epoch is no longer current: another

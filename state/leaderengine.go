@@ -29,14 +29,19 @@ type Remote interface {
 	// Entry reads the entry under resource/key, linearizably.
 	Entry(ctx context.Context, resource, key string) (Entry, bool, error)
 	// Commit applies c atomically if epoch is still the current writer
-	// epoch and the commit numbered c.Seq-1 in this epoch was applied (the
-	// epoch starts at 0), and returns after it is durable (replicated, as
-	// the engine defines it). Several commits may be in flight at once. It
-	// returns an error wrapping ErrDeposed when epoch is not current
-	// (nothing applied), ErrOutOfOrder when commit c.Seq-1 has not been
-	// applied (nothing applied), ErrNotApplied when the engine certainly
-	// applied nothing otherwise (a limit), and any other error when the
-	// outcome is unknown. An empty c (Seq 0) checks the epoch only,
+	// epoch and the last commit applied in this epoch (the epoch starts at
+	// 0) is one of c.Since-1 .. c.Seq-1: c carries the changes of every
+	// commit from c.Since to c.Seq, merged, so it may apply before the
+	// ones it carries arrive (several are in flight at once, and an engine
+	// may take them in any order). When commit c.Seq or a later one was
+	// applied, c's changes are applied already: Commit applies nothing
+	// and returns nil. It returns after c is durable (replicated, as the
+	// engine defines it), an error wrapping ErrDeposed when epoch is not
+	// current (nothing applied), ErrOutOfOrder when the last commit
+	// applied is before c.Since-1 (nothing applied), ErrNotApplied when
+	// the engine certainly applied nothing otherwise (a limit, which then
+	// refuses every commit that carries c too), and any other error when
+	// the outcome is unknown. An empty c (Seq 0) checks the epoch only,
 	// whatever commits are in flight: it confirms that reads made before
 	// it were current.
 	Commit(ctx context.Context, epoch Epoch, c *Changes) error
@@ -52,6 +57,38 @@ type Changes struct {
 	Rev       fence.Rev           // the store revision after the commit
 	RevSet    bool                // Rev changed in this commit
 	Seq       uint64              // the commit's number in its epoch, from 1; 0 if it writes nothing
+	// Since is the first commit whose changes these carry (see
+	// Remote.Commit): Seq when they are the changes of commit Seq alone,
+	// less when the commits before it in flight are merged in. 0 is Seq.
+	Since uint64
+}
+
+// carry returns the changes of chs, in order, merged into one commit that
+// carries them all: numbered as the last numbered one, Since the first.
+func carry(chs []*Changes) *Changes {
+	out := &Changes{Resources: map[string]Resource{}, Entries: map[EntryID]*Entry{}}
+	for _, ch := range chs {
+		maps.Copy(out.Resources, ch.Resources)
+		maps.Copy(out.Entries, ch.Entries)
+		if ch.RevSet {
+			out.Rev, out.RevSet = ch.Rev, true
+		}
+		if ch.Seq > 0 {
+			out.Seq = ch.Seq
+			if out.Since == 0 {
+				out.Since = ch.Seq
+			}
+		}
+	}
+	return out
+}
+
+// From returns the first commit c carries: Since, or Seq when Since is 0.
+func (c *Changes) From() uint64 {
+	if c.Since == 0 || c.Since > c.Seq {
+		return c.Seq
+	}
+	return c.Since
 }
 
 // Bytes returns the bytes of the values c writes.
@@ -79,10 +116,9 @@ const DefaultReadTimeout = 5 * time.Second
 
 // DefaultMaxInFlight is the default LeaderEngine.MaxInFlight: one commit at
 // a time. Measured on etcd and PostgreSQL sharing 2 cores with fence and
-// the clients, 4 in flight ran 0.4× as many cycles at 16 clients: the
-// engine, not the round trip, was the limit, and 4 commits of a quarter
-// of the changes each cost it more than one (and, sent to several etcd
-// members, they arrive out of order and are sent again).
+// the clients, 4 in flight ran 0.63× (etcd) and 0.56× (PostgreSQL) as many
+// cycles at 16 clients: the engine, not the round trip, was the limit, and
+// 4 commits of a quarter of the changes each cost it more than one.
 const DefaultMaxInFlight = 1
 
 // LeaderEngine is the Engine of a leader on a Remote, for one writer epoch: every
@@ -94,9 +130,10 @@ const DefaultMaxInFlight = 1
 // returns ErrDeposed, and the DB on the LeaderEngine then stops.
 //
 // Commits may be pipelined (a Sender): up to MaxInFlight are sent at once,
-// each built on the ones before it and numbered in the epoch, so that the
-// Remote applies each only after the one before it; each is kept in memory
-// once it and every one before it are applied.
+// each built on the ones before it, carrying their changes, and numbered in
+// the epoch, so that whichever the Remote takes first applies all it
+// carries, and none applies after a later one; each is kept in memory once
+// it and every one before it are applied.
 //
 // Reads are of the committed state in memory, confirmed by the read index
 // (a Confirmer): one epoch check, which writes nothing on etcd, for every
@@ -137,7 +174,8 @@ type LeaderEngine struct {
 
 // pendingCommit is a commit in flight.
 type pendingCommit struct {
-	ch   *Changes
+	ch   *Changes      // its own changes, kept in memory once applied
+	sent *Changes      // what is committed: ch, carrying the commits in flight before it
 	done chan struct{} // closed once it is applied and kept, or has failed
 	err  error
 }
@@ -166,13 +204,24 @@ func NewLeaderEngine(ctx context.Context, remote Remote, epoch Epoch) (*LeaderEn
 // Epoch returns the writer epoch the LeaderEngine commits under.
 func (c *LeaderEngine) Epoch() Epoch { return c.epoch }
 
-// Limits implements Limiter with the Remote's limits, if it has any.
+// Limits implements Limiter: the Remote's limits, if it has any, shared
+// among the commits that may be in flight, since the last of them carries
+// the changes of all (see build).
 func (c *LeaderEngine) Limits() (maxChanges, maxBytes int) {
+	maxChanges, maxBytes = c.remoteLimits()
+	d := c.maxDepth()
+	return ceilDiv(maxChanges, d), ceilDiv(maxBytes, d)
+}
+
+// remoteLimits returns the Remote's limits, 0 if it has none.
+func (c *LeaderEngine) remoteLimits() (maxChanges, maxBytes int) {
 	if l, ok := c.remote.(Limiter); ok {
 		return l.Limits()
 	}
 	return 0, 0
 }
+
+func ceilDiv(n, d int) int { return (n + d - 1) / d }
 
 // Len returns the number of resources with state.
 func (c *LeaderEngine) Len() int {
@@ -205,8 +254,11 @@ func (c *LeaderEngine) Depth() int {
 	if c.resending.Load() > 0 {
 		return 1
 	}
-	return max(1, cmp.Or(c.MaxInFlight, DefaultMaxInFlight))
+	return c.maxDepth()
 }
+
+// maxDepth is MaxInFlight, or its default.
+func (c *LeaderEngine) maxDepth() int { return max(1, cmp.Or(c.MaxInFlight, DefaultMaxInFlight)) }
 
 // Send implements Sender: fn runs on an overlay of the cache and of the
 // commits in flight, and its writes are committed to the Remote, numbered
@@ -225,34 +277,79 @@ func (c *LeaderEngine) Send(fn func(tx Tx) error) (<-chan error, error) {
 // build runs fn on an overlay of the cache and of the commits in flight,
 // and puts its changes in flight, numbered after them; prev is the one
 // before it, nil if none.
+//
+// A commit that writes carries the changes of the commits in flight before
+// it (Changes.Since): an engine may take commits sent at once in another
+// order (etcd's members start the requests of one connection in
+// goroutines), and then the first to arrive applies them all, and the
+// others apply nothing, instead of being refused and sent again, one round
+// trip each. When what it would carry is over the Remote's limits, it
+// waits for the commits in flight and is built again without them.
 func (c *LeaderEngine) build(fn func(tx Tx) error) (p, prev *pendingCommit, err error) {
-	tx := NewOverlay(Pending{Committed: cacheBase{c}, InFlight: c.inFlight()})
-	if err := fn(tx); err != nil {
-		return nil, nil, err
+	for {
+		tx := NewOverlay(Pending{Committed: cacheBase{c}, InFlight: c.inFlight()})
+		if err := fn(tx); err != nil {
+			return nil, nil, err
+		}
+		ch, err := tx.Changes()
+		if err != nil {
+			return nil, nil, err
+		}
+		p = &pendingCommit{ch: ch, sent: ch, done: make(chan struct{})}
+		c.mu.Lock()
+		// Only the DB's one Send builds, so nothing was put in flight
+		// since the overlay was made; some may have been applied, and
+		// are then in memory, under the overlay.
+		if n := len(c.pending); n > 0 {
+			prev = c.pending[n-1]
+		}
+		if !ch.Empty() {
+			ch.Seq = c.sent + 1
+			if carried := c.carryLocked(ch); carried != nil {
+				p.sent = carried
+			} else if prev != nil {
+				c.mu.Unlock()
+				<-prev.done // too much to carry: build again once it is applied
+				if prev.err != nil {
+					return nil, nil, fmt.Errorf("state: %w", ErrOutOfOrder)
+				}
+				prev = nil
+				continue
+			}
+			c.sent++
+		}
+		c.pending = append(c.pending, p)
+		c.mu.Unlock()
+		return p, prev, nil
 	}
-	ch, err := tx.Changes()
-	if err != nil {
-		return nil, nil, err
+}
+
+// carryLocked returns ch merged after the changes of the commits in flight
+// that write, ch itself if none, or nil if that is over the Remote's limits.
+func (c *LeaderEngine) carryLocked(ch *Changes) *Changes {
+	chs := make([]*Changes, 0, len(c.pending)+1)
+	for _, p := range c.pending {
+		if p.ch.Seq > 0 {
+			chs = append(chs, p.ch)
+		}
 	}
-	p = &pendingCommit{ch: ch, done: make(chan struct{})}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !ch.Empty() {
-		c.sent++
-		ch.Seq = c.sent
+	if len(chs) == 0 {
+		return ch
 	}
-	if n := len(c.pending); n > 0 {
-		prev = c.pending[n-1]
+	merged := carry(append(chs, ch))
+	maxChanges, maxBytes := c.remoteLimits()
+	if maxChanges > 0 && len(merged.Resources)+len(merged.Entries) > maxChanges ||
+		maxBytes > 0 && merged.Bytes() > maxBytes {
+		return nil
 	}
-	c.pending = append(c.pending, p)
-	return p, prev, nil
+	return merged
 }
 
 // send commits p after prev and, once both are applied, keeps p in memory;
 // it returns p's outcome.
 func (c *LeaderEngine) send(p, prev *pendingCommit) error {
 	cctx, cancel := context.WithTimeout(context.Background(), cmp.Or(c.CommitTimeout, DefaultCommitTimeout))
-	err := c.commit(cctx, p.ch, prev)
+	err := c.commit(cctx, p.sent)
 	cancel()
 	if prev != nil {
 		<-prev.done
@@ -354,11 +451,7 @@ type Resender interface {
 	Resends() bool
 }
 
-// commit commits ch to the Remote, after prev (nil if none is in flight).
-//
-// A commit refused because prev was not applied yet (the Remote may take
-// commits in flight out of order) is sent again once prev is applied, and
-// fails with ErrOutOfOrder if prev failed.
+// commit commits ch to the Remote.
 //
 // On a Resender, a commit whose outcome is unknown (a connection lost to an
 // engine node that died, an engine electing a new leader) is sent again,
@@ -370,7 +463,7 @@ type Resender interface {
 // leader its term no more. Only a success settles an unknown outcome: a
 // refusal of a later attempt (deposed, not applied) says nothing of the
 // first, which stays unknown.
-func (c *LeaderEngine) commit(ctx context.Context, ch *Changes, prev *pendingCommit) error {
+func (c *LeaderEngine) commit(ctx context.Context, ch *Changes) error {
 	// Each attempt gets a tenth of the time, so that one sent while the
 	// engine elects a leader (etcd holds it until its own timeout) or to a
 	// node that no longer answers is sent again soon.
@@ -392,17 +485,6 @@ func (c *LeaderEngine) commit(ctx context.Context, ch *Changes, prev *pendingCom
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, ErrOutOfOrder) && prev != nil:
-			select {
-			case <-prev.done:
-			case <-ctx.Done():
-				return cmp.Or(first, err)
-			}
-			if prev.err != nil {
-				return cmp.Or(first, err)
-			}
-			prev = nil // applied: this one can apply now
-			continue
 		case errors.Is(err, ErrDeposed), errors.Is(err, ErrNotApplied):
 			if first != nil {
 				return fmt.Errorf("%w (sent again, it was refused: %v; the first may have been applied)", first, err)

@@ -34,8 +34,10 @@ type memRemote struct {
 	refuse     error                  // if set, Commit returns it without applying
 	maxEntry   int                    // if > 0, a commit with more entries is refused (ErrNotApplied)
 	hold       func(c *state.Changes) // if set, Commit calls it first, unlocked (commits in flight)
-	refuseSeq  uint64                 // if > 0, the first attempt of the commit numbered so is refused (ErrNotApplied)
+	refuseRes  string                 // with refuseN: a commit that writes this resource is refused (ErrNotApplied, a limit)
+	refuseN    int                    // how many more commits refuseRes refuses
 	outOfOrder int                    // commits refused with ErrOutOfOrder
+	late       int                    // commits that arrived after a later one had carried them
 }
 
 func newMemRemote() *memRemote {
@@ -86,9 +88,9 @@ func (m *memRemote) Commit(ctx context.Context, epoch state.Epoch, c *state.Chan
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c.Seq > 0 && c.Seq == m.refuseSeq {
-		m.refuseSeq = 0
-		return fmt.Errorf("mem: commit %d: %w", c.Seq, state.ErrNotApplied)
+	if _, ok := c.Resources[m.refuseRes]; ok && m.refuseN > 0 {
+		m.refuseN--
+		return fmt.Errorf("mem: commit %d writes %s: %w", c.Seq, m.refuseRes, state.ErrNotApplied)
 	}
 	if epoch != m.epoch {
 		return fmt.Errorf("mem: epoch %d, current %d: %w", epoch, m.epoch, state.ErrDeposed)
@@ -101,11 +103,12 @@ func (m *memRemote) Commit(ctx context.Context, epoch state.Epoch, c *state.Chan
 	}
 	if c.Seq > 0 {
 		switch {
-		case m.seq < c.Seq-1:
+		case m.seq < c.From()-1:
 			m.outOfOrder++
-			return fmt.Errorf("mem: commit %d after %d: %w", c.Seq, m.seq, state.ErrOutOfOrder)
+			return fmt.Errorf("mem: commit %d (from %d) after %d: %w", c.Seq, c.From(), m.seq, state.ErrOutOfOrder)
 		case m.seq > c.Seq:
-			return fmt.Errorf("mem: commit %d after %d: a late attempt", c.Seq, m.seq)
+			m.late++
+			return nil // applied already: a later commit carried it
 		}
 		m.seq = c.Seq
 	}
@@ -493,10 +496,11 @@ func TestLeaderEngine_Pipeline(t *testing.T) {
 	}
 }
 
-// TestLeaderEngine_PipelineOutOfOrder checks that a commit that reaches the
-// engine before the one it follows (refused: ErrOutOfOrder) is sent again
-// once that one is applied, and both are.
-func TestLeaderEngine_PipelineOutOfOrder(t *testing.T) {
+// TestLeaderEngine_PipelineCarried checks that a commit that reaches the
+// engine before the one it follows applies both (it carries the changes of
+// the commits in flight before it), and that the one it carried, arriving
+// late, applies nothing: nothing is refused or sent again.
+func TestLeaderEngine_PipelineCarried(t *testing.T) {
 	ctx := t.Context()
 	m := newMemRemote()
 	second := make(chan struct{})
@@ -525,11 +529,14 @@ func TestLeaderEngine_PipelineOutOfOrder(t *testing.T) {
 	if tok := <-tokens; tok != 1 {
 		t.Fatalf("the first Grant=%d", tok)
 	}
-	if m.outOfOrder == 0 {
-		t.Fatal("no commit was refused out of order: the test did not send commit 2 first")
+	if m.late != 1 || m.commits != 1 || m.outOfOrder != 0 {
+		t.Fatalf("%d commits applied, %d late, %d refused out of order; want commit 2 to apply both, and commit 1 nothing", m.commits, m.late, m.outOfOrder)
 	}
 	if m.resources["a"].LastToken != 1 || m.resources["b"].LastToken != 1 || m.seq != 2 {
-		t.Fatalf("engine: a=%d b=%d after commit %d; want both applied, in 2 commits", m.resources["a"].LastToken, m.resources["b"].LastToken, m.seq)
+		t.Fatalf("engine: a=%d b=%d after commit %d; want both applied", m.resources["a"].LastToken, m.resources["b"].LastToken, m.seq)
+	}
+	if tok, err := db.Grant(ctx, "a", "h2", time.Minute, time.Now()); err != nil || tok != 2 {
+		t.Fatalf("the next Grant of a=%d, %v; want token 2 (the DB kept commit 1)", tok, err)
 	}
 }
 
@@ -540,10 +547,10 @@ func TestLeaderEngine_PipelineOutOfOrder(t *testing.T) {
 func TestLeaderEngine_PipelineFailure(t *testing.T) {
 	ctx := t.Context()
 	m := newMemRemote()
-	m.refuseSeq = 1
+	m.refuseRes, m.refuseN = "r", 2 // commit 1, and commit 2, which carries it
 	second := make(chan struct{})
 	m.hold = func(c *state.Changes) {
-		if c.Seq == 1 && m.refuseSeq == 1 {
+		if c.Seq == 1 && c.From() == 1 {
 			select {
 			case <-second: // commit 2 is in flight, built on commit 1
 			case <-time.After(2 * time.Second):
@@ -576,8 +583,8 @@ func TestLeaderEngine_PipelineFailure(t *testing.T) {
 	if db.Err() != nil {
 		t.Fatalf("Err()=%v, want the DB in service", db.Err())
 	}
-	if m.outOfOrder == 0 {
-		t.Fatal("no commit was refused out of order: commit 2 was not sent while commit 1 was in flight")
+	if m.refuseN != 0 {
+		t.Fatalf("%d refusals left: commit 2 was not sent carrying commit 1 while it was in flight", m.refuseN)
 	}
 	if _, ok := m.resources["r"]; ok {
 		t.Fatal("the engine has r, whose commit was refused")

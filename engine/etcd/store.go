@@ -45,10 +45,10 @@ const loadPage = 1000
 // leases). It is safe for concurrent use.
 //
 // Keys, all under the prefix: "epoch" (the writer epoch record, JSON),
-// "commit" (the last commit of the current epoch, "<epoch>/<n>"), "rev"
-// (the store revision), "r/<resource>" (a resource's record),
-// "e/<resource>/<key>" (an entry), "election/..." (the election) and
-// "members/<url>" (the servers, each with its lease). Resource names are
+// "commit" (the last commit of the current epoch, "<epoch>/<n>", n in 20
+// digits), "rev" (the store revision), "r/<resource>" (a resource's
+// record), "e/<resource>/<key>" (an entry), "election/..." (the election)
+// and "members/<url>" (the servers, each with its lease). Resource names are
 // escaped with url.PathEscape. Records are package state's binary records.
 //
 // etcd's own limits apply to one commit: --max-txn-ops (default 128) and
@@ -634,16 +634,21 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	if numbered && c.Seq == 0 {
 		return fmt.Errorf("etcd: commit: a commit that writes has no number: %w", state.ErrNotApplied)
 	}
-	prev, next := commitID(epoch, c.Seq-1), commitID(epoch, c.Seq)
+	next := commitID(epoch, c.Seq)
 	if numbered {
 		ops = append(ops, clientv3.OpPut(s.key("commit"), next))
 	}
 	txn := s.cli.Txn(ctx)
 	switch {
 	case numbered:
+		// c carries the commits from c.From() on (state.Remote): it
+		// applies if the commit key is at one of c.From()-1 .. c.Seq-1.
+		// The commit numbers have a fixed width, so the values of one
+		// epoch sort as their numbers do.
 		txn = txn.If(
 			clientv3.Compare(clientv3.Value(s.key("epoch")), "=", record),
-			clientv3.Compare(clientv3.Value(s.key("commit")), "=", prev),
+			clientv3.Compare(clientv3.Value(s.key("commit")), ">", commitBelow(epoch, c.From()-1)),
+			clientv3.Compare(clientv3.Value(s.key("commit")), "<", next),
 		).Then(ops...).Else(clientv3.OpGet(s.key("epoch")), clientv3.OpGet(s.key("commit")))
 	case !s.opts.UnsafeSkipEpochCheck:
 		txn = txn.If(clientv3.Compare(clientv3.Value(s.key("epoch")), "=", record)).
@@ -667,12 +672,12 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	}
 	commitNow := firstValue(resp.Responses[1])
 	switch at, ok := commitNumber(epoch, commitNow); {
-	case commitNow == next:
-		return nil // an earlier attempt of this very commit was applied
-	case ok && at < c.Seq-1:
+	case ok && at >= c.Seq:
+		return nil // applied already: by an earlier attempt, or carried by a later commit
+	case ok && at < c.From()-1:
 		return fmt.Errorf("etcd: commit %d: %w (the commit key is at %d)", c.Seq, state.ErrOutOfOrder, at)
 	default:
-		return fmt.Errorf("etcd: commit: the commit key is at %q, not %q or %q: a late attempt, or another writer under epoch %d", commitNow, prev, next, epoch)
+		return fmt.Errorf("etcd: commit %d: the commit key is at %q: another writer under epoch %d", c.Seq, commitNow, epoch)
 	}
 }
 
@@ -680,8 +685,21 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 // unless the epoch check is off (a test's negative control).
 func (s *Store) Resends() bool { return !s.opts.UnsafeSkipEpochCheck }
 
-// commitID names commit n of epoch, the value of the commit key.
-func commitID(epoch state.Epoch, n uint64) string { return fmt.Sprintf("%d/%d", epoch, n) }
+// commitID names commit n of epoch, the value of the commit key. The
+// number has a fixed width, so that the values of one epoch sort as their
+// numbers do (a server of an earlier version wrote it without, and read
+// either).
+func commitID(epoch state.Epoch, n uint64) string { return fmt.Sprintf("%d/%020d", epoch, n) }
+
+// commitBelow returns a value just below commitID(epoch, n) among the
+// values of epoch: a value of epoch is greater than it if and only if its
+// number is n or more.
+func commitBelow(epoch state.Epoch, n uint64) string {
+	if n == 0 {
+		return fmt.Sprintf("%d/", epoch)
+	}
+	return commitID(epoch, n-1)
+}
 
 // commitNumber returns n of a commit key's value commitID(epoch, n), and
 // whether the value is one of epoch.

@@ -167,9 +167,11 @@ func TestStore_Limits(t *testing.T) {
 // TestStore_CommitSentAgain checks the commit key that numbers the commits
 // of an epoch: a commit sent again after its answer was lost (state.LeaderEngine
 // does so after an unknown outcome) is confirmed without being applied
-// twice, an attempt that arrives after a later commit is refused, so that
-// it cannot undo that commit, and a commit that arrives before the one it
-// follows (several in flight) is refused as out of order, applying nothing.
+// twice, an attempt that arrives after a later commit applies nothing, so
+// that it cannot undo that commit, a commit that carries the ones before it
+// applies them all when it arrives first, and one that arrives before the
+// one it follows without carrying it is refused as out of order, applying
+// nothing.
 func TestStore_CommitSentAgain(t *testing.T) {
 	cluster(t)
 	ctx := t.Context()
@@ -202,34 +204,52 @@ func TestStore_CommitSentAgain(t *testing.T) {
 	if err := s.Commit(ctx, epoch, changes(1, 1)); err != nil {
 		t.Fatalf("the same commit sent again: %v, want it confirmed", err)
 	}
-	// Commit 3 arrives before commit 2: refused, nothing applied.
+	// Commit 3 arrives before commit 2, and does not carry it: refused,
+	// nothing applied.
 	if err := s.Commit(ctx, epoch, changes(3, 3)); !errors.Is(err, state.ErrOutOfOrder) || !errors.Is(err, state.ErrNotApplied) {
 		t.Fatalf("commit 3 before commit 2: %v, want state.ErrOutOfOrder", err)
 	}
 	if got := lastToken(); got != 1 {
 		t.Fatalf("LastToken %d after a commit out of order, want 1", got)
 	}
+	// Commit 3 carrying commit 2 arrives first: it applies both.
+	carried := changes(3, 3)
+	carried.Since = 2
+	if err := s.Commit(ctx, epoch, carried); err != nil {
+		t.Fatalf("commit 3 carrying commit 2: %v", err)
+	}
+	// Commit 2 arrives late: applied already, it applies nothing, so it
+	// undoes nothing.
 	if err := s.Commit(ctx, epoch, changes(2, 2)); err != nil {
-		t.Fatalf("the next commit: %v", err)
+		t.Fatalf("commit 2 after commit 3 carried it: %v, want it confirmed", err)
 	}
-	// A first attempt of commit 1 that arrives now is refused, and undoes
-	// nothing.
-	err = s.Commit(ctx, epoch, changes(1, 1))
-	if err == nil || errors.Is(err, state.ErrDeposed) || errors.Is(err, state.ErrNotApplied) {
-		t.Fatalf("a late attempt of an earlier commit: %v, want it refused as a writer out of order", err)
+	if got := lastToken(); got != 3 {
+		t.Fatalf("LastToken %d after the late commit, want 3: the later commit stands", got)
 	}
-	if got := lastToken(); got != 2 {
-		t.Fatalf("LastToken %d after the late attempt, want 2: the later commit stands", got)
+	// A commit that carries one applied already applies too.
+	carried = changes(4, 4)
+	carried.Since = 3
+	if err := s.Commit(ctx, epoch, carried); err != nil {
+		t.Fatalf("commit 4 carrying commit 3, applied: %v", err)
 	}
 	// An empty commit checks the epoch only, whatever its number.
 	if err := s.Commit(ctx, epoch, &state.Changes{}); err != nil {
 		t.Fatalf("an empty commit: %v", err)
 	}
-	if err := s.Commit(ctx, epoch, changes(3, 3)); err != nil {
+	if err := s.Commit(ctx, epoch, changes(5, 5)); err != nil {
 		t.Fatalf("a commit after: %v", err)
 	}
-	if got := lastToken(); got != 3 {
-		t.Fatalf("LastToken %d, want 3", got)
+	if got := lastToken(); got != 5 {
+		t.Fatalf("LastToken %d, want 5", got)
+	}
+	// Commit 10 of the epoch sorts after commit 9 (fixed-width numbers).
+	for seq := uint64(6); seq <= 11; seq++ {
+		if err := s.Commit(ctx, epoch, changes(seq, fence.Token(seq))); err != nil {
+			t.Fatalf("commit %d: %v", seq, err)
+		}
+	}
+	if got := lastToken(); got != 11 {
+		t.Fatalf("LastToken %d, want 11", got)
 	}
 }
 

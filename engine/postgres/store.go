@@ -107,6 +107,22 @@ BEGIN
 		RAISE EXCEPTION 'fence: writer epoch % is not current', e USING ERRCODE = 'FE001';
 	END IF;
 END $$;
+CREATE OR REPLACE FUNCTION fence_commit(e bigint, r bigint, since bigint, seq bigint) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+	at bigint;
+BEGIN
+	UPDATE fence_leader SET rev = GREATEST(rev, r), commit_seq = CASE WHEN seq > 0 THEN seq ELSE commit_seq END
+		WHERE id = 1 AND epoch = e AND (seq = 0 OR commit_seq BETWEEN since - 1 AND seq - 1);
+	IF NOT FOUND THEN
+		SELECT commit_seq INTO at FROM fence_leader WHERE id = 1 AND epoch = e;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'fence: writer epoch % is not current', e USING ERRCODE = 'FE001';
+		ELSIF at >= seq THEN
+			RAISE EXCEPTION 'fence: commit % of epoch % was applied already', seq, e USING ERRCODE = 'FE003';
+		END IF;
+		RAISE EXCEPTION 'fence: commit % of epoch % came before the commit it follows', seq, e USING ERRCODE = 'FE002';
+	END IF;
+END $$;
 `
 
 // codeDeposed is the SQLSTATE fence_commit raises when the epoch moved.
@@ -115,6 +131,12 @@ const codeDeposed = "FE001"
 // codeOutOfOrder is the SQLSTATE fence_commit raises when the commit before
 // the one it numbers was not applied (state.ErrOutOfOrder).
 const codeOutOfOrder = "FE002"
+
+// codeApplied is the SQLSTATE fence_commit raises when a commit numbered
+// as this one or later was applied: this one's changes are applied (by an
+// earlier attempt, or carried by a later commit), and its transaction,
+// rolled back, changes nothing.
+const codeApplied = "FE003"
 
 // Store is fence's whole state in a PostgreSQL database, for several fence
 // servers that share it: a state.Remote (the lock state and the fenced
@@ -410,10 +432,14 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	} else {
 		// The update makes even an empty commit write (and wait for the
 		// synchronous standby), so that a primary cut off from its standby
-		// confirms no read. It numbers the commits that write: commit n
-		// applies only after commit n-1 of the epoch (several are in
-		// flight: the leader row's lock orders them as they arrive).
-		b.Queue(`SELECT fence_commit($1, $2, $3)`, int64(epoch), rev, int64(c.Seq))
+		// confirms no read. It numbers the commits that write: c carries
+		// the changes of commits c.From() to c.Seq of the epoch, and
+		// applies only if the last one applied is one of c.From()-1 ..
+		// c.Seq-1 (several are in flight, on several connections: the
+		// leader row's lock orders them as they arrive, and the first
+		// applies what it carries; the ones it carried then apply
+		// nothing).
+		b.Queue(`SELECT fence_commit($1, $2, $3, $4)`, int64(epoch), rev, int64(c.From()), int64(c.Seq))
 	}
 	if n := len(c.Resources); n > 0 {
 		names := make([]string, 0, n)
@@ -500,6 +526,8 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	switch {
 	case errors.As(first, &pgErr) && pgErr.Code == codeDeposed:
 		return fmt.Errorf("postgres: commit: %w", state.ErrDeposed)
+	case errors.As(first, &pgErr) && pgErr.Code == codeApplied:
+		return nil
 	case errors.As(first, &pgErr) && pgErr.Code == codeOutOfOrder:
 		return fmt.Errorf("postgres: commit %d: %w", c.Seq, state.ErrOutOfOrder)
 	case errors.As(first, &pgErr) && firstAt < b.Len()-1:

@@ -280,8 +280,9 @@ func TestStore_OwnerUpgrade(t *testing.T) {
 
 // TestStore_CommitOrder checks the numbering of the commits of an epoch:
 // a commit that arrives before the one it follows (several in flight) is
-// refused as out of order and applies nothing; an empty commit checks the
-// epoch only; a new epoch numbers from 1 again.
+// refused as out of order and applies nothing, unless it carries it; a
+// commit carried by a later one that arrived first applies nothing; an
+// empty commit checks the epoch only; a new epoch numbers from 1 again.
 func TestStore_CommitOrder(t *testing.T) {
 	conn := newStoreSchema(t, replicatedPG(t))
 	s := newPGStore(t, conn, "http://127.0.0.1:1", false)
@@ -310,16 +311,24 @@ func TestStore_CommitOrder(t *testing.T) {
 	if got := lastToken(); got != 0 {
 		t.Fatalf("LastToken %d after a commit out of order, want 0", got)
 	}
-	for seq := uint64(1); seq <= 2; seq++ {
-		if err := s.Commit(ctx, epoch, changes(seq, fence.Token(seq))); err != nil {
-			t.Fatalf("commit %d: %v", seq, err)
-		}
+	if err := s.Commit(ctx, epoch, changes(1, 1)); err != nil {
+		t.Fatalf("commit 1: %v", err)
+	}
+	// Commit 3 carrying commit 2 arrives first: it applies both; commit
+	// 2, late, applies nothing, so it undoes nothing.
+	carried := changes(3, 3)
+	carried.Since = 2
+	if err := s.Commit(ctx, epoch, carried); err != nil {
+		t.Fatalf("commit 3 carrying commit 2: %v", err)
+	}
+	if err := s.Commit(ctx, epoch, changes(2, 2)); err != nil {
+		t.Fatalf("commit 2 after commit 3 carried it: %v, want it confirmed", err)
 	}
 	if err := s.Commit(ctx, epoch, &state.Changes{}); err != nil {
 		t.Fatalf("an empty commit: %v", err)
 	}
-	if got := lastToken(); got != 2 {
-		t.Fatalf("LastToken %d, want 2", got)
+	if got := lastToken(); got != 3 {
+		t.Fatalf("LastToken %d, want 3", got)
 	}
 	if err := term.Resign(ctx); err != nil {
 		t.Fatal(err)
@@ -329,7 +338,7 @@ func TestStore_CommitOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer term.Resign(context.Background())
-	if err := s.Commit(ctx, epoch, changes(3, 3)); !errors.Is(err, state.ErrDeposed) {
+	if err := s.Commit(ctx, epoch, changes(4, 4)); !errors.Is(err, state.ErrDeposed) {
 		t.Fatalf("a commit of the old epoch: %v, want deposed", err)
 	}
 	if err := s.Commit(ctx, term.Epoch(), changes(1, 3)); err != nil {
