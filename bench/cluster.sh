@@ -13,6 +13,7 @@
 #   PEERS=/path/to/peers FENCE=/tmp/fence bench/cluster.sh
 #
 # Knobs: ROUNDS=3 DUR=10s CASES=seq,par,contend OUT=cluster-<time>.jsonl
+# SYSTEMS="etcd fence-etcd fence-pg" (which of the three to measure)
 # BASE=/path/to/an/older/fence measures it too, in every round, beside FENCE
 # (a before/after of a change, alternating in one run).
 set -uo pipefail
@@ -20,7 +21,8 @@ ROUNDS=${ROUNDS:-3}; DUR=${DUR:-10s}; CASES=${CASES:-seq,par,contend}
 OUT=${OUT:-cluster-$(date +%Y%m%d-%H%M%S).jsonl}
 FENCE=${FENCE:?FENCE: the fence binary}
 PEERS=${PEERS:?PEERS: the peer benchmark binary}
-BASE=${BASE:-}
+BASE=${BASE:-}; SYSTEMS=${SYSTEMS:-etcd fence-etcd fence-pg}
+has() { case " $SYSTEMS " in *" $1 "*) return 0;; esac; return 1; }
 PGB=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 pids=(); T=""
 stop_all() {
@@ -62,17 +64,23 @@ start_fence_pg() {
   wait_leader http://127.0.0.1:32781 http://127.0.0.1:32782
 }
 for r in $(seq $ROUNDS); do
-  start_etcd
-  $PEERS -system etcd -addr 127.0.0.1:32371 -variant "etcd 3.4, 3 members" -round $r -dur $DUR -json $OUT -cases $CASES -quiet-max 20s -clean-retries 0
-  stop_all
+  if has etcd; then
+    start_etcd
+    $PEERS -system etcd -addr 127.0.0.1:32371 -variant "etcd 3.4, 3 members" -round $r -dur $DUR -json $OUT -cases $CASES -quiet-max 20s -clean-retries 0
+    stop_all
+  fi
   for bin in $FENCE $BASE; do
     FENCE_BIN=$bin; tag=""; [ "$bin" = "$BASE" ] && tag=" (base)"
-    start_fence_etcd; echo "fence$tag leader $L" >&2
-    $PEERS -system fence -addr $L -variant "fence$tag, 3 servers on 3-member etcd" -round $r -dur $DUR -json $OUT -cases $CASES -quiet-max 20s -clean-retries 0
-    stop_all
-    start_fence_pg; echo "fence-on-pg$tag leader $L" >&2
-    $PEERS -system fence -addr $L -variant "fence$tag, 2 servers on PostgreSQL + sync standby" -round $r -dur $DUR -json $OUT -cases $CASES -quiet-max 20s -clean-retries 0
-    stop_all
+    if has fence-etcd; then
+      start_fence_etcd; echo "fence$tag leader $L" >&2
+      $PEERS -system fence -addr $L -variant "fence$tag, 3 servers on 3-member etcd" -round $r -dur $DUR -json $OUT -cases $CASES -quiet-max 20s -clean-retries 0
+      stop_all
+    fi
+    if has fence-pg; then
+      start_fence_pg; echo "fence-on-pg$tag leader $L" >&2
+      $PEERS -system fence -addr $L -variant "fence$tag, 2 servers on PostgreSQL + sync standby" -round $r -dur $DUR -json $OUT -cases $CASES -quiet-max 20s -clean-retries 0
+      stop_all
+    fi
   done
 done
 $PEERS -mode report -json $OUT

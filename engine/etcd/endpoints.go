@@ -17,6 +17,7 @@ import (
 // through in time may go to that member several times in a row; sent to
 // every endpoint at once, one of the members still reachable answers it.
 type endpoint struct {
+	addr  string // as the client's endpoints name it
 	conn  *grpc.ClientConn
 	lease clientv3.Lease
 	kv    clientv3.KV
@@ -35,6 +36,7 @@ func dialEndpoints(cli *clientv3.Client) []*endpoint {
 			continue
 		}
 		eps = append(eps, &endpoint{
+			addr:  addr,
 			conn:  conn,
 			lease: clientv3.NewLeaseFromLeaseClient(etcdserverpb.NewLeaseClient(conn), cli, 0),
 			kv:    clientv3.NewKVFromKVClient(etcdserverpb.NewKVClient(conn), cli),

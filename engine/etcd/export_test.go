@@ -13,3 +13,14 @@ func EndSession(t state.Term) {
 	tm.mu.Unlock()
 	sess.Orphan()
 }
+
+// CommitsVia returns the endpoint that s sends commits through, "" while
+// it sends them through the balanced client.
+func CommitsVia(s *Store) string {
+	s.route.mu.Lock()
+	defer s.route.mu.Unlock()
+	if s.route.leader == nil {
+		return ""
+	}
+	return s.route.leader.addr
+}

@@ -42,7 +42,8 @@ const loadPage = 1000
 // servers that share it: a state.Remote (the lock state and the fenced
 // storage, every commit one etcd Txn conditional on the writer epoch) and a
 // state.Elector (leadership through an etcd election, liveness through etcd
-// leases). It is safe for concurrent use.
+// leases). Commits go through the connection to etcd's leader when it is
+// known (see route). It is safe for concurrent use.
 //
 // Keys, all under the prefix: "epoch" (the writer epoch record, JSON),
 // "commit" (the last commit of the current epoch, "<epoch>/<n>", n in 20
@@ -61,6 +62,7 @@ const loadPage = 1000
 type Store struct {
 	cli       *clientv3.Client
 	endpoints []*endpoint // for the calls that keep a leadership alive
+	route     *route      // the connection commits go through
 	prefix    string
 	self      state.Member
 	opts      state.EngineOptions
@@ -138,7 +140,8 @@ func NewStore(cli *clientv3.Client, prefix string, opts state.EngineOptions) *St
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	s := &Store{cli: cli, endpoints: dialEndpoints(cli), prefix: prefix, self: opts.Self, opts: opts, records: map[state.Epoch]string{},
+	eps := dialEndpoints(cli)
+	s := &Store{cli: cli, endpoints: eps, route: newRoute(eps), prefix: prefix, self: opts.Self, opts: opts, records: map[state.Epoch]string{},
 		stopC: make(chan struct{}), doneC: make(chan struct{})}
 	go s.register()
 	return s
@@ -237,6 +240,7 @@ func (s *Store) Close() error {
 		close(s.stopC)
 	}
 	<-s.doneC
+	s.route.close()
 	closeEndpoints(s.endpoints)
 	return s.cli.Close()
 }
@@ -638,7 +642,8 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 	if numbered {
 		ops = append(ops, clientv3.OpPut(s.key("commit"), next))
 	}
-	txn := s.cli.Txn(ctx)
+	kv, via := s.route.kv(s.cli)
+	txn := kv.Txn(ctx)
 	switch {
 	case numbered:
 		// c carries the commits from c.From() on (state.Remote): it
@@ -657,6 +662,9 @@ func (s *Store) Commit(ctx context.Context, epoch state.Epoch, c *state.Changes)
 		txn = txn.Then(ops...)
 	}
 	resp, err := txn.Commit()
+	if err != nil && !isLimit(err) {
+		s.route.failed(via)
+	}
 	switch {
 	case isLimit(err):
 		return fmt.Errorf("etcd refused a commit of %d operations and %d bytes of values as too large (its --max-txn-ops or --max-request-bytes): %w: %w",

@@ -294,22 +294,8 @@ func TestStore_TermOutlivesItsSession(t *testing.T) {
 // in the balance for 7 s, and a TTL's keepalives may all be lost (this test
 // failed one run in four that way).
 func TestStore_TermOutlivesCutMembers(t *testing.T) {
-	var proxies []*proxy.Proxy
-	var hosts []string
-	for _, ep := range cluster(t).Endpoints() {
-		p, err := proxy.New("127.0.0.1:0", strings.TrimPrefix(ep, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Close() })
-		proxies = append(proxies, p)
-		hosts = append(hosts, p.Addr())
-	}
-	s, err := etcd.OpenStore(t.Context(), "etcd://"+strings.Join(hosts, ",")+newPrefix(t), state.EngineOptions{Self: state.Member{URL: "http://127.0.0.1:1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	proxies := proxyMembers(t, cluster(t))
+	s := openThrough(t, proxies)
 	term, err := s.Campaign(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -328,4 +314,97 @@ func TestStore_TermOutlivesCutMembers(t *testing.T) {
 			p.Heal()
 		}
 	}
+}
+
+// TestStore_CommitsGoToTheLeader checks that commits go through the
+// connection to etcd's leader once it is found, and through the other
+// members when that connection stops answering: a commit sent again after
+// a lost answer goes elsewhere.
+func TestStore_CommitsGoToTheLeader(t *testing.T) {
+	c := cluster(t)
+	proxies := proxyMembers(t, c)
+	byMember := map[string]*proxy.Proxy{}
+	for i, ep := range c.Endpoints() {
+		byMember[ep] = proxies[i]
+	}
+	s := openThrough(t, proxies)
+	term, err := s.Campaign(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Resign(context.Background())
+	seq := uint64(0)
+	commit := func() error {
+		seq++
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		return s.Commit(ctx, term.Epoch(), &state.Changes{Seq: seq, Resources: map[string]state.Resource{"r": {LastToken: fence.Token(seq), LastFence: fence.Token(seq)}}})
+	}
+	leader, err := c.Leader(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "http://" + byMember[leader.ClientURL].Addr()
+	deadline := time.Now().Add(5 * time.Second)
+	for etcd.CommitsVia(s) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("commits go through %q, want the leader's %q", etcd.CommitsVia(s), want)
+		}
+		if err := commit(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The leader's connection stops answering (etcd's members still talk
+	// to each other: it stays the leader).
+	byMember[leader.ClientURL].Blackhole(true)
+	// The commit below is sent again until it is confirmed: the first
+	// attempt goes through the cut connection, the next ones through the
+	// balanced client, which goes round the members, so that one of the
+	// next two reaches one that answers. Without the way round, every
+	// attempt (1 s each) would go through the cut connection until the
+	// leader is looked for again, 5 s after it was found.
+	seq--
+	for attempts := 1; ; attempts++ {
+		err := commit()
+		if err == nil {
+			break
+		}
+		if attempts == 3 {
+			t.Fatalf("no commit went through in %d attempts with the leader's connection cut: %v", attempts, err)
+		}
+		seq-- // the same commit again
+	}
+	if via := etcd.CommitsVia(s); via == want {
+		t.Fatalf("commits still go through the leader's cut connection %q", via)
+	}
+}
+
+// proxyMembers puts a proxy in front of each member of c, in the order of
+// its Endpoints; they are closed when t ends.
+func proxyMembers(t *testing.T, c *testserver.Etcd) []*proxy.Proxy {
+	var proxies []*proxy.Proxy
+	for _, ep := range c.Endpoints() {
+		p, err := proxy.New("127.0.0.1:0", strings.TrimPrefix(ep, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		proxies = append(proxies, p)
+	}
+	return proxies
+}
+
+// openThrough opens a Store on the members behind proxies, closed when t ends.
+func openThrough(t *testing.T, proxies []*proxy.Proxy) *etcd.Store {
+	var hosts []string
+	for _, p := range proxies {
+		hosts = append(hosts, p.Addr())
+	}
+	s, err := etcd.OpenStore(t.Context(), "etcd://"+strings.Join(hosts, ",")+newPrefix(t), state.EngineOptions{Self: state.Member{URL: "http://127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
