@@ -4,12 +4,14 @@ package e2e
 // the Grafana dashboard and the Prometheus alerting rules name only metrics
 // that fence exports, the Docker image's entrypoint and health check work as
 // the image runs them, and the systemd unit's environment file names only
-// flags that fence serve has.
+// flags that fence serve has and its restart policy fits fence serve's exit
+// codes.
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -18,6 +20,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -431,6 +434,52 @@ func TestKit_SystemdEnv(t *testing.T) {
 	}
 	if code := srv.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM, want 0:\n%s", code, srv.logs)
+	}
+}
+
+// TestKit_SystemdRestart checks the unit's restart policy against fence
+// serve's exit codes: a configuration that cannot work exits with a code
+// the unit does not restart, a store it cannot open with one it does.
+func TestKit_SystemdRestart(t *testing.T) {
+	unit, err := os.ReadFile(filepath.Join(kitRoot, "deploy", "systemd", "fence.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^RestartPreventExitStatus=(.*)$`).FindStringSubmatch(string(unit))
+	if m == nil {
+		t.Fatal("fence.service: no RestartPreventExitStatus: a server refused for its configuration is restarted forever")
+	}
+	prevent := map[int]bool{}
+	for _, f := range strings.Fields(m[1]) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("fence.service: RestartPreventExitStatus=%s: %v", m[1], err)
+		}
+		prevent[n] = true
+	}
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "file")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		args    []string
+		restart bool
+	}{
+		{"a missing auth file", []string{"--auth-file", filepath.Join(dir, "missing")}, false},
+		{"a bad flag value", []string{"--lock-delay", "soon"}, false},
+		{"a store it cannot open", []string{"--data", filepath.Join(blocker, "data")}, true},
+	} {
+		cmd := exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "data")}, c.args...)...)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			t.Fatalf("%s: %v, want a failed exit:\n%s", c.name, err, out)
+		}
+		if code := exit.ExitCode(); prevent[code] == c.restart {
+			t.Errorf("%s: exit %d, restarted by the unit: %v, want %v:\n%s", c.name, code, !prevent[code], c.restart, out)
+		}
 	}
 }
 
