@@ -13,6 +13,7 @@ import time
 import urllib.parse
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
+from ._clock import ServerClock
 from ._transport import Call, Request, Response, Transport
 from .errors import BadRequestError, FenceError, ForbiddenError, LeaseLostError, NotFoundError
 from .lease import Lease
@@ -209,6 +210,7 @@ class Client:
         self._session_id = "client-" + new_holder_id()[2:]
         self._session_mu = threading.Lock()
         self._keep: Optional[Lease] = None
+        self._clock = ServerClock()  # the leader's clock, for Fence-Deadline
         self._t = Transport(
             addr,
             auth_token=auth_token,
@@ -456,8 +458,30 @@ class Client:
             b["ttl_ms"] = _ms(_seconds(ttl, "ttl"))
         if holder is not None:
             b["holder"] = holder
-        req = Request("POST", "/v1/locks/%s/renew" % _seg(resource, "resource"), body=json.dumps(b).encode(), retryable=True)
-        return self._json(req, _call, LeaseInfo.from_json)
+        path, body = "/v1/locks/%s/renew" % _seg(resource, "resource"), json.dumps(b).encode()
+        # A lease's keepalive gives each renewal a deadline: sent on the
+        # server's clock (Fence-Deadline) once the client knows that clock,
+        # so that a server that reads it after the keepalive gave up (it
+        # was paused, say) applies nothing, instead of holding the lease
+        # for a TTL nobody renews. A refusal of a deadline not reached yet
+        # means the estimate is wrong (another server leads): the renewal
+        # goes again without one.
+        headers: Dict[str, str] = {}
+        if _call is not None and _call.deadline is not None:
+            deadline = self._clock.to_server(time.time() + (_call.deadline - time.monotonic()))
+            if deadline is not None:
+                headers["Fence-Deadline"] = deadline
+        sent, start = time.time(), time.monotonic()
+        try:
+            info = self._json(Request("POST", path, body=body, headers=headers, retryable=True), _call, LeaseInfo.from_json)
+        except BadRequestError:
+            if not headers or (_call is not None and _call.over()):
+                raise
+            self._clock.forget()
+            sent, start = time.time(), time.monotonic()
+            info = self._json(Request("POST", path, body=body, retryable=True), _call, LeaseInfo.from_json)
+        self._clock.learn(sent, time.monotonic() - start, info)
+        return info
 
     def release(self, resource: str, token: int, *, holder: Optional[str] = None) -> None:
         """Release the lease ``token`` of ``resource``. Raises

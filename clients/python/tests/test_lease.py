@@ -3,6 +3,8 @@ the stamping adapter."""
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
 import threading
 import time
 import unittest
@@ -11,6 +13,9 @@ import urllib.request
 
 import fence
 
+from fence._transport import Call
+
+from .fakes import FakeServer, problem
 from .fenceserver import FenceServer
 
 
@@ -74,6 +79,40 @@ class LeaseTest(unittest.TestCase):
         finally:
             lease.release()
         self.assertTrue(self.client.ready())
+
+    def test_renewals_sent_to_a_frozen_server_apply_nothing(self) -> None:
+        # The renewals the keepalive sends while the server is frozen wait
+        # in the server's sockets; they carry the keepalive's deadline on
+        # the server's clock (Fence-Deadline), learnt from the renewals
+        # answered before, so when the server wakes none of them may hold
+        # the lease for another TTL that nobody renews.
+        client = fence.Client(self.server.addr, timeout=5, session=False)
+        ttl = 1.0
+        lease = client.acquire("frozen-renewals", ttl=ttl)
+        try:
+            time.sleep(ttl)  # renewals answered: the client learns the server's clock
+            self.assertTrue(lease.held, lease.error)
+            self.server.pause()
+            try:
+                self.assertTrue(lease.lost.wait(ttl + 1), "the lease did not declare itself lost")
+            finally:
+                woke = _dt.datetime.now(_dt.timezone.utc)
+                self.server.resume()
+            refused = "the client had given up on this request"
+            deadline = time.monotonic() + 10
+            while not any(refused in line for line in list(self.server.log)):
+                if time.monotonic() > deadline:
+                    self.fail("no renewal sent to the frozen server was refused for its deadline; server log:\n" + "\n".join(self.server.log[-20:]))
+                time.sleep(0.05)
+            for line in list(self.server.log):
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if rec.get("msg") == "lock renewed" and rec.get("resource") == "frozen-renewals" and fence.parse_time(rec["time"]) > woke:
+                    self.fail("a renewal sent before the lease was given up was applied after the server woke:\n" + line)
+        finally:
+            lease.release()
 
     def test_lease_lost_answer_ends_it_at_once(self) -> None:
         lease = self.client.acquire("revoked", ttl=1.5)
@@ -194,6 +233,39 @@ class LeaseTest(unittest.TestCase):
         threads[0].join(10)
         self.assertEqual(got["a"].holder, "a")
         got["a"].release()
+
+
+class DeadlineTest(unittest.TestCase):
+    """Fence-Deadline on renewals, against a scripted server whose clock is
+    100 s ahead of ours."""
+
+    AHEAD = 100.0
+
+    def _lease(self, handler) -> None:  # type: ignore[no-untyped-def]
+        now = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(seconds=self.AHEAD + 5)
+        body = json.dumps(
+            {"resource": "r", "holder": "h", "token": 1, "ttl_ms": 5000, "expires_at": now.isoformat().replace("+00:00", "Z")}
+        ).encode()
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def test_deadline_on_the_server_clock_and_dropped_when_refused(self) -> None:
+        with FakeServer(script=[self._lease, self._lease, problem(400, "bad_request"), self._lease]) as fake:
+            c = fence.Client(fake.addr, timeout=5, retries=0, session=False)
+            c.renew("r", 1)  # no deadline: none sent; the answer teaches the clock
+            c.renew("r", 1, _call=Call(time.monotonic() + 2))
+            sent = time.time()
+            c.renew("r", 1, _call=Call(time.monotonic() + 2))  # refused: sent again without one
+            headers = [{k.lower(): v for k, v in h.items()} for _, _, h, _ in fake.requests]
+        self.assertNotIn("fence-deadline", headers[0])
+        d = fence.parse_time(headers[1]["fence-deadline"]).timestamp()
+        self.assertAlmostEqual(d, sent + 2 + self.AHEAD, delta=1.0)
+        self.assertIn("fence-deadline", headers[2])
+        self.assertNotIn("fence-deadline", headers[3], "a refused deadline was sent again")
+        self.assertEqual(len(headers), 4)
 
 
 class StampingTest(unittest.TestCase):
