@@ -1,5 +1,6 @@
 // The client of a fence server (or of the servers of a cluster).
 
+import { ServerClock } from "./clock.js";
 import { BadRequestError, ForbiddenError, LeaseLostError, NotFoundError, ProtocolError } from "./errors.js";
 import { parseJSON, stringifyJSON, type JSONValue } from "./json.js";
 import { Lease, newHolderId, type AcquireOptions } from "./lease.js";
@@ -441,6 +442,7 @@ export class Client {
   #useSession: boolean;
   readonly #sessionTtlMs: number;
   readonly #sessionId = "client-" + newHolderId().slice(2);
+  readonly #clock = new ServerClock(); // the leader's clock, for Fence-Deadline
   #keep: Promise<Lease | undefined> | undefined;
 
   constructor(addr: string, options: ClientOptions = {}) {
@@ -658,9 +660,17 @@ export class Client {
   /**
    * Renews a lease: POST .../renew; rejects with LeaseLostError if token is
    * not the current lease. holder names the lease's holder: required for a
-   * shared hold, whose token is its group's.
+   * shared hold, whose token is its group's. deadline is when the caller
+   * stops waiting for the answer (a Lease's keepalive gives its local
+   * deadline): once the client knows the server's clock, learnt from the
+   * renewals answered before, it is sent on that clock (Fence-Deadline),
+   * and a server that reads the renewal later (it was frozen while the
+   * request waited in its socket) applies nothing, rather than hold for
+   * another TTL a lease its holder has given up. A server that refuses a
+   * deadline not reached yet (another server, another clock, leads) gets
+   * the renewal again without one.
    */
-  async renew(resource: string, token: TokenLike, options: { ttlMs?: number; holder?: string } & CallOptions = {}): Promise<LeaseInfo> {
+  async renew(resource: string, token: TokenLike, options: { ttlMs?: number; holder?: string; deadline?: Date } & CallOptions = {}): Promise<LeaseInfo> {
     const t = toToken(token);
     const body: Record<string, unknown> = { token: t };
     if (options.ttlMs !== undefined) {
@@ -669,8 +679,23 @@ export class Client {
     }
     if (options.holder !== undefined) body.holder = options.holder;
     const path = lockPath(resource, "/renew");
-    const o = await this.#json({ method: "POST", path, retryable: true, signal: options.signal, body: stringifyJSON(body) });
-    return leaseOf(o, `POST ${path}`);
+    const req = { method: "POST", path, retryable: true, signal: options.signal, body: stringifyJSON(body) };
+    const deadline = options.deadline === undefined ? undefined : this.#clock.toServer(options.deadline.getTime());
+    let sent = Date.now();
+    let start = globalThis.performance.now();
+    let o: Record<string, JSONValue>;
+    try {
+      o = await this.#json(deadline === undefined ? req : { ...req, headers: { "Fence-Deadline": deadline } });
+    } catch (e) {
+      if (deadline === undefined || !(e instanceof BadRequestError) || options.signal?.aborted) throw e;
+      this.#clock.forget();
+      sent = Date.now();
+      start = globalThis.performance.now();
+      o = await this.#json(req);
+    }
+    const info = leaseOf(o, `POST ${path}`);
+    this.#clock.learn(sent, globalThis.performance.now() - start, info);
+    return info;
   }
 
   /**

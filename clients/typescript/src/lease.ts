@@ -311,7 +311,8 @@ export class Lease {
     try {
       if (this.#loopStop.signal.aborted) throw this.#loopStop.signal.reason;
       if (extra?.aborted) throw extra.reason;
-      const info = await this.#client.renew(this.resource, this.token, { ttlMs: this.ttlMs, holder: this.shared ? this.holder : undefined, signal: ctrl.signal });
+      const deadline = new Date(Date.now() + Math.max(0, until - sent));
+      const info = await this.#client.renew(this.resource, this.token, { ttlMs: this.ttlMs, holder: this.shared ? this.holder : undefined, signal: ctrl.signal, deadline });
       if (this.#ended.signal.aborted) return;
       this.#info.expiresAt = info.expiresAt;
       if (info.revokeAt !== undefined) this.#noteRevoke(info.revokeAt);

@@ -192,6 +192,43 @@ describe("a frozen server", () => {
   });
 });
 
+describe("renewals sent to a frozen server", () => {
+  test("carry their deadline on the server's clock, and none is applied after the server wakes", async () => {
+    // The renewals the keepalive sends while the server is frozen wait in
+    // its sockets; each carries the keepalive's deadline on the server's
+    // clock (Fence-Deadline), learnt from the renewals answered before, so
+    // none may hold the lease for another TTL that nobody renews.
+    const s = await startServer();
+    try {
+      const c = new Client(s.url, { session: false });
+      const res = name("frozen-renewals");
+      const ttl = 1000;
+      const lease = await c.acquire(res, { ttlMs: ttl });
+      await sleep(ttl); // renewals answered: the client learns the server's clock
+      assert.equal(lease.err, undefined);
+      process.kill(s.pid, "SIGSTOP");
+      let woke: number;
+      try {
+        await until(() => lease.signal.aborted, 2 * ttl + 1000, "lease lost");
+      } finally {
+        woke = Date.now();
+        process.kill(s.pid, "SIGCONT");
+      }
+      await until(() => s.log().includes("the client had given up on this request"), 10_000, "a renewal refused for its deadline");
+      for (const line of s.log().split("\n")) {
+        if (!line.startsWith("{")) continue;
+        const rec = JSON.parse(line) as { msg?: string; resource?: string; time?: string };
+        if (rec.msg === "lock renewed" && rec.resource === res && Date.parse(rec.time!) > woke) {
+          assert.fail("a renewal sent before the lease was given up was applied after the server woke: " + line);
+        }
+      }
+      await lease.release();
+    } finally {
+      await s.stop();
+    }
+  });
+});
+
 describe("handover", () => {
   test("a lease goes to the named waiter behind another, in one change, and the old token is fenced", async () => {
     const res = name("handover");
