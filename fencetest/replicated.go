@@ -35,7 +35,8 @@ type ReplicatedStore struct {
 // a leader's LeaderEngine (TestStore, TestLedger), and invariant 9 — once another
 // server has taken over, the old leader commits nothing and answers no read
 // from its memory; with the epoch check skipped (the negative control) its
-// stale write does get in. newStore returns a new, empty shared store.
+// stale write does get in; and the numbering of an epoch's commits
+// (testCommitNumbers). newStore returns a new, empty shared store.
 func TestReplicated(t *testing.T, newStore func(t *testing.T) ReplicatedStore) {
 	open := func(t *testing.T) Backend {
 		db, _ := Lead(t, newStore(t).Open(t, "http://127.0.0.1:1", false))
@@ -45,6 +46,7 @@ func TestReplicated(t *testing.T, newStore func(t *testing.T) ReplicatedStore) {
 	t.Run("Ledger", func(t *testing.T) { TestLedger(t, open) })
 	t.Run("Takeover", func(t *testing.T) { testTakeover(t, newStore, false) })
 	t.Run("TakeoverWithoutEpochCheck", func(t *testing.T) { testTakeover(t, newStore, true) })
+	t.Run("CommitNumbers", func(t *testing.T) { testCommitNumbers(t, newStore) })
 }
 
 // Lead campaigns with r, and returns a DB on a state.LeaderEngine of the term it

@@ -84,12 +84,7 @@ func carry(chs []*Changes) *Changes {
 }
 
 // From returns the first commit c carries: Since, or Seq when Since is 0.
-func (c *Changes) From() uint64 {
-	if c.Since == 0 || c.Since > c.Seq {
-		return c.Seq
-	}
-	return c.Since
-}
+func (c *Changes) From() uint64 { return cmp.Or(c.Since, c.Seq) }
 
 // Bytes returns the bytes of the values c writes.
 func (c *Changes) Bytes() int {
@@ -327,6 +322,9 @@ func (c *LeaderEngine) build(fn func(tx Tx) error) (p, prev *pendingCommit, err 
 // carryLocked returns ch merged after the changes of the commits in flight
 // that write, ch itself if none, or nil if that is over the Remote's limits.
 func (c *LeaderEngine) carryLocked(ch *Changes) *Changes {
+	if len(c.pending) == 0 {
+		return ch // one commit at a time: nothing to carry
+	}
 	chs := make([]*Changes, 0, len(c.pending)+1)
 	for _, p := range c.pending {
 		if p.ch.Seq > 0 {
